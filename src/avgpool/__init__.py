@@ -1,0 +1,12 @@
+"""avgpool: average pooling exactly as ONNX, ONNX Runtime, OpenVINO and oneDNN define it.
+
+>>> import numpy as np, avgpool
+>>> avgpool.average_pool(np.array([[[1.0, 2.0, 3.0, 4.0]]]), [3], strides=[3], ceil_mode=True)
+array([[[2., 4.]]])
+"""
+
+from .api import average_pool, output_shape
+from .errors import AvgPoolError
+
+__all__ = ["AvgPoolError", "average_pool", "output_shape"]
+__version__ = "0.1.0"

@@ -1,0 +1,79 @@
+"""The public ONNX AveragePool entry points: ``average_pool`` and ``output_shape``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import engine
+from .attributes import as_int
+from .dialects import onnx as onnx_dialect
+from .errors import AvgPoolError, error_context
+from .inputs import as_input_array
+from .shape import infer_output_shape
+
+
+def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
+                 count_include_pad: bool | int = False, dilations: Sequence[int] | None = None,
+                 opset: int = 22, layout: str = "NCX", out: np.ndarray | None = None) -> np.ndarray:
+    """ONNX AveragePool at any opset, exactly as the spec defines it.
+
+    ``x`` is N x C x D1 ... Dn (``layout="NCX"``) or N x D1 ... Dn x C (``layout="NXC"``), any
+    n >= 1, float16, float32, float64 or (opset 22) bfloat16, any strides and byte order.
+    ``pads`` is ONNX's flat ``[begin_1 .. begin_n, end_1 .. end_n]``. Sums are accumulated in
+    float64 and rounded once to the input's dtype, so a float32 result is the exact average
+    within 1 ulp (float16 and bfloat16 likewise); NaN and Inf reach exactly the windows that hold
+    them, and a window with no valid tap is NaN (0/0). Opsets between the versions (1, 7, 10, 11,
+    19, 22) mean the latest version at or below them. The ceil_mode drop rule (a last window that
+    would start in the end padding is dropped) applies at every opset >= 10.
+
+    >>> import numpy as np, avgpool
+    >>> x = np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5)
+    >>> avgpool.average_pool(x, [3], pads=[1, 1])
+    array([[[1.5, 2. , 3. , 4. , 4.5]]], dtype=float32)
+    >>> avgpool.average_pool(x, [3], pads=[1, 1], count_include_pad=1)
+    array([[[1.       , 2.       , 3.       , 4.       , 3.       ]]], dtype=float32)
+
+    Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
+    """
+    version = onnx_dialect.op_version(opset)
+    with error_context(onnx_dialect.label(version)):
+        allowed, allowed_text = onnx_dialect.dtypes(version)
+        array = as_input_array(x, allowed, allowed_text, min_rank=3)
+        layout_ = onnx_dialect.parse_layout(layout)
+        spec = onnx_dialect.make_spec(version, array.shape, kernel_shape, strides=strides, pads=pads,
+                                      auto_pad=auto_pad, ceil_mode=ceil_mode,
+                                      count_include_pad=count_include_pad, dilations=dilations)
+        return engine.pool(array, spec, layout_, out)
+
+
+def output_shape(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
+                 dilations: Sequence[int] | None = None, opset: int = 22, layout: str = "NCX") -> tuple[int, ...]:
+    """The output shape of ONNX AveragePool for an input shape, without data.
+
+    >>> import avgpool
+    >>> avgpool.output_shape((1, 1, 4, 4), [3, 3], strides=[2, 2], ceil_mode=True)
+    (1, 1, 2, 2)
+    >>> avgpool.output_shape((1, 1, 2, 2), [3, 3], strides=[3, 3], pads=[1, 1, 1, 1], ceil_mode=True)
+    (1, 1, 1, 1)
+    """
+    version = onnx_dialect.op_version(opset)
+    with error_context(onnx_dialect.label(version)):
+        shape = _as_shape(input_shape)
+        layout_ = onnx_dialect.parse_layout(layout)
+        spec = onnx_dialect.make_spec(version, shape, kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
+                                      ceil_mode=ceil_mode, dilations=dilations)
+        return infer_output_shape(spec, shape, layout_)
+
+
+def _as_shape(input_shape: Any) -> tuple[int, ...]:
+    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__len__"):
+        raise AvgPoolError(f"`input_shape` must be a sequence of integers, got {input_shape!r}")
+    shape = tuple(as_int("input_shape", n) for n in input_shape)
+    if len(shape) < 3 or any(n < 0 for n in shape):
+        raise AvgPoolError(f"`input_shape` is {shape}: it needs at least 3 non-negative sizes (N x C x D1 ...)")
+    return shape

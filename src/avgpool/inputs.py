@@ -1,0 +1,48 @@
+"""Checks on the data arguments (the tensor and ``out=``), shared by every dialect."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import AvgPoolError
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """A dtype as users write it (``bfloat16``, ``float32``), without the byte-order mark."""
+    return np.dtype(dtype).newbyteorder("=").name
+
+
+def as_input_array(x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None) -> np.ndarray:
+    """The input as a numpy array of an allowed dtype and rank, in native byte order.
+
+    Any strides are kept (no copy); a byte-swapped array is converted once, because the
+    compiled kernels read native numbers.
+    """
+    try:
+        array = np.asarray(x)
+    except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
+        raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
+    if array.dtype.newbyteorder("=") not in [np.dtype(d) for d in allowed]:
+        raise AvgPoolError(f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: it must be {allowed_text}")
+    if array.ndim < min_rank or (max_rank is not None and array.ndim > max_rank):
+        expected = f"at least {min_rank}" if max_rank is None else f"{min_rank} to {max_rank}"
+        raise AvgPoolError(f"the input has rank {array.ndim} (shape {array.shape}): it must have {expected} dimensions (N x C x D1 ...)")
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``out=`` must be a writeable array of exactly the output's shape and dtype."""
+    if not isinstance(out, np.ndarray):
+        raise AvgPoolError(f"`out` must be a numpy array, got {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise AvgPoolError(f"`out` has shape {out.shape} but the output has shape {tuple(shape)}")
+    if out.dtype != dtype:
+        raise AvgPoolError(f"`out` has dtype {out.dtype} but the output has the input's dtype {dtype_name(dtype)}")
+    if not out.flags.writeable:
+        raise AvgPoolError("`out` is read-only")
+    return out

@@ -1,0 +1,1 @@
+"""Compute kernels. They take arrays and integers, never dicts or strings, and validate nothing."""

@@ -1,0 +1,120 @@
+"""Property tests: average_pool against the independent float64 reference, all attributes at once,
+over edge arrays (NaN, +-Inf, huge dynamic range, byte-swapped, non-contiguous, size 0 and 1)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+import avgpool
+from avgpool.reference import reference_pool
+from helpers import FLOAT_DTYPES, assert_close_to_exact
+
+OPSETS = [1, 7, 10, 11, 19, 22]
+
+
+@st.composite
+def configurations(draw):
+    opset = draw(st.sampled_from(OPSETS))
+    ndim = draw(st.integers(1, 3))
+    small = ndim == 3  # the reference is a Python loop: keep 3-D cases small
+    spatial = tuple(draw(st.integers(0 if not small else 1, 4 if small else 7)) for _ in range(ndim))
+    kernel = [draw(st.integers(1, 3 if small else 4)) for _ in range(ndim)]
+    strides = [draw(st.integers(1, 3)) for _ in range(ndim)]
+    dilations = [draw(st.integers(1, 3)) for _ in range(ndim)] if opset >= 19 and draw(st.booleans()) else None
+    auto_pad = draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    pads = None
+    if auto_pad == "NOTSET" and draw(st.booleans()):
+        pads = [draw(st.integers(0, k + 1)) for k in kernel] + [draw(st.integers(0, k + 1)) for k in kernel]
+    attrs = dict(kernel_shape=kernel, strides=strides, pads=pads, auto_pad=auto_pad, dilations=dilations, opset=opset)
+    if opset >= 10:
+        attrs["ceil_mode"] = draw(st.booleans())
+    if opset >= 7:
+        attrs["count_include_pad"] = draw(st.booleans())
+    dtype = draw(st.sampled_from(FLOAT_DTYPES if opset >= 22 else FLOAT_DTYPES[:3]))
+    batch, channels = draw(st.integers(0, 2)), draw(st.integers(1, 3))
+    layout = draw(st.sampled_from(["NCX", "NXC"]))
+    return attrs, dtype, (batch, channels) + spatial, layout
+
+
+@st.composite
+def edge_arrays(draw, shape, dtype):
+    """Values from a pool mixing ordinary numbers, NaN, +-Inf, and huge and tiny magnitudes."""
+    size = math.prod(shape)
+    big = float(np.finfo(np.float32).max) / 4 if dtype in (np.float32, np.float64) else 3e4
+    special = st.sampled_from([math.nan, math.inf, -math.inf, big, -big, 1e-30, 0.0, -0.0])
+    ordinary = st.floats(-100, 100, allow_nan=False, width=16)
+    element = st.one_of(ordinary, ordinary, ordinary, special) if draw(st.booleans()) else ordinary
+    values = draw(st.lists(element, min_size=size, max_size=size))
+    with np.errstate(over="ignore"):
+        return np.array(values, dtype=np.float64).astype(dtype).reshape(shape)
+
+
+def _reference_of(x, attrs, layout, absolute=False):
+    n = len(attrs["kernel_shape"])
+    flat = attrs["pads"] or [0] * (2 * n)
+    opset = attrs["opset"]
+    same = attrs["auto_pad"].startswith("SAME")
+    rounding = "ceil_drop" if attrs.get("ceil_mode") and not same else "floor"
+    data = np.abs(x.astype(np.float64)) if absolute else x
+    return reference_pool(data, attrs["kernel_shape"], attrs["strides"], attrs["dilations"] or [1] * n,
+                          list(zip(flat[:n], flat[n:])), attrs["auto_pad"].lower().replace("notset", "explicit"),
+                          rounding, "padded" if attrs.get("count_include_pad") and opset >= 7 else "valid", layout)
+
+
+def _arrange(draw, x, layout):
+    """Present the same values as a byte-swapped, non-contiguous or plain array."""
+    form = draw(st.sampled_from(["plain", "byteswapped", "strided", "fortran"]))
+    if form == "byteswapped" and x.dtype.itemsize > 1 and x.dtype.kind == "f":
+        return x.astype(x.dtype.newbyteorder(">" if np.little_endian else "<")), form
+    if form == "strided":
+        wide = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+        wide[..., ::2] = x
+        return wide[..., ::2], form
+    if form == "fortran":
+        return np.asfortranarray(x), form
+    return x, "plain"
+
+
+@given(st.data())
+def test_average_pool_matches_reference(data):
+    attrs, dtype, ncx_shape, layout = data.draw(configurations())
+    shape = ncx_shape if layout == "NCX" else (ncx_shape[0],) + ncx_shape[2:] + (ncx_shape[1],)
+    x = data.draw(edge_arrays(shape, dtype))
+    presented, form = _arrange(data.draw, x, layout)
+    note(f"attrs={attrs} layout={layout} dtype={dtype} shape={shape} form={form}\nx={x!r}")
+    try:
+        exact = _reference_of(x, attrs, layout)
+    except ValueError:  # the reference found a negative output length
+        try:
+            avgpool.average_pool(presented, layout=layout, **attrs)
+        except avgpool.AvgPoolError as err:
+            assert "no output" in str(err)
+            return
+        raise AssertionError("avgpool accepted a configuration with a negative output length")
+    got = avgpool.average_pool(presented, layout=layout, **attrs)
+    assert got.dtype == np.dtype(dtype) and got.dtype.isnative
+    assert got.shape == avgpool.output_shape(shape, attrs["kernel_shape"], strides=attrs["strides"], pads=attrs["pads"],
+                                             auto_pad=attrs["auto_pad"], ceil_mode=attrs.get("ceil_mode", False),
+                                             dilations=attrs["dilations"], opset=attrs["opset"], layout=layout)
+    abs_average = _reference_of(x, attrs, layout, absolute=True)
+    taps = math.prod(attrs["kernel_shape"])
+    assert_close_to_exact(got, exact, abs_average, taps, context=f"{attrs} {layout} {dtype}")
+
+
+@given(st.integers(0, 40), st.integers(1, 9), st.sampled_from([np.float32, np.float64]))
+def test_huge_value_leaves_no_error_in_other_windows(position, kernel, dtype):
+    """A 1e30 must not leave its rounding error in windows that do not contain it."""
+    rng = np.random.default_rng(position * 31 + kernel)
+    x = rng.uniform(-1, 1, (1, 1, 48)).astype(dtype)
+    x[0, 0, position] = 1e30
+    pads = [(kernel // 2, kernel // 2)]
+    got = avgpool.average_pool(x, [kernel], pads=[kernel // 2, kernel // 2])[0, 0]
+    exact = reference_pool(x, [kernel], [1], [1], pads)[0, 0]
+    abs_average = reference_pool(np.abs(x), [kernel], [1], [1], pads)[0, 0]
+    far = np.abs(np.arange(got.size) - position) > kernel
+    # the bound uses only each window's own values: a leak of 1e30's rounding error would break it
+    assert_close_to_exact(got[far], exact[far], abs_average[far], kernel)
