@@ -35,7 +35,7 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
     >>> avgpool.average_pool(x, [3], pads=[1, 1])
     array([[[1.5, 2. , 3. , 4. , 4.5]]], dtype=float32)
     >>> avgpool.average_pool(x, [3], pads=[1, 1], count_include_pad=1)
-    array([[[1.       , 2.       , 3.       , 4.       , 3.       ]]], dtype=float32)
+    array([[[1., 2., 3., 4., 3.]]], dtype=float32)
 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
