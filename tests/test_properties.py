@@ -118,3 +118,35 @@ def test_huge_value_leaves_no_error_in_other_windows(position, kernel, dtype):
     far = np.abs(np.arange(got.size) - position) > kernel
     # the bound uses only each window's own values: a leak of 1e30's rounding error would break it
     assert_close_to_exact(got[far], exact[far], abs_average[far], kernel)
+
+
+@st.composite
+def large_kernel_configurations(draw):
+    """Kernels of 5 and more take the block-partial-sum path of the compiled kernel."""
+    ndim = draw(st.integers(1, 2))
+    spatial = tuple(draw(st.integers(1, 40 if ndim == 1 else 14)) for _ in range(ndim))
+    kernel = [draw(st.integers(5, 12)) for _ in range(ndim)]
+    attrs = dict(kernel_shape=kernel, strides=[draw(st.integers(1, 2)) for _ in range(ndim)],
+                 dilations=[draw(st.integers(1, 3)) for _ in range(ndim)], opset=22,
+                 auto_pad=draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
+                 ceil_mode=draw(st.booleans()), count_include_pad=draw(st.booleans()), pads=None)
+    if attrs["auto_pad"] == "NOTSET":
+        attrs["pads"] = [draw(st.integers(0, k)) for k in kernel] * 2
+    dtype = draw(st.sampled_from(FLOAT_DTYPES))
+    layout = draw(st.sampled_from(["NCX", "NXC"]))
+    return attrs, dtype, (1, draw(st.integers(1, 3))) + spatial, layout
+
+
+@given(st.data())
+def test_large_kernels_match_reference(data):
+    attrs, dtype, ncx_shape, layout = data.draw(large_kernel_configurations())
+    shape = ncx_shape if layout == "NCX" else (ncx_shape[0],) + ncx_shape[2:] + (ncx_shape[1],)
+    x = data.draw(edge_arrays(shape, dtype))
+    note(f"attrs={attrs} layout={layout} dtype={dtype} shape={shape}\nx={x!r}")
+    try:
+        exact = _reference_of(x, attrs, layout)
+    except ValueError:
+        return
+    got = avgpool.average_pool(x, layout=layout, **attrs)
+    abs_average = _reference_of(x, attrs, layout, absolute=True)
+    assert_close_to_exact(got, exact, abs_average, math.prod(attrs["kernel_shape"]), context=f"{attrs} {layout}")
