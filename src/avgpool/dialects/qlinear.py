@@ -1,0 +1,213 @@
+"""onnxruntime's com.microsoft QLinearAveragePool: attributes and quantisation inputs -> canonical
+spec, with all of its validation (semantics.md 5.2).
+
+onnxruntime's CPU kernel is the operator's only definition, so this dialect reproduces its geometry
+exactly rather than ONNX AveragePool's (the differences are listed in :func:`ort_axis`), and
+translates it into a canonical :class:`~avgpool.spec.PoolSpec` with explicit pads, floor rounding
+and the divisor rule, which the shared shape inference and window plans then handle unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..attributes import as_choice, as_flag, as_int_tuple
+from ..errors import AvgPoolError
+from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
+
+LABEL = "QLinearAveragePool"
+
+DTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
+#: onnxruntime's integer global path refuses a combined scale outside [2**-32, 256) ...
+GLOBAL_SCALE_MIN = np.float32(2.0**-32)
+GLOBAL_SCALE_MAX = np.float32(256.0)
+#: ... and an image of 2**24 elements or more (MLAS CheckQLinearGlobalAveragePoolScaleAndSize).
+GLOBAL_MAX_IMAGE = 1 << 24
+
+_AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Everything about one (attributes, input shape) pair that does not depend on the data."""
+
+    spec: PoolSpec  # canonical: explicit pads, floor rounding, VALID_TAPS or FULL_KERNEL
+    layout: Layout
+    global_path: bool  # onnxruntime's integer path: the kernel covers the input, no pads
+    image_size: int  # prod(kernel_shape): the element count of a global-path window
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """The scalar quantisation inputs, validated: scales as float32, zero points as ints."""
+
+    x_scale: np.float32
+    x_zero_point: int
+    y_scale: np.float32
+    y_zero_point: int
+    qmin: int
+    qmax: int
+
+
+def check_dtype(dtype: np.dtype) -> None:
+    if dtype not in DTYPES:
+        name = "object" if dtype.kind == "O" else dtype.name
+        raise AvgPoolError(f"`X` has dtype {name}: it must be uint8 or int8")
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """C++ integer division (rounds toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def ort_axis(length: int, kernel: int, stride: int, pads: tuple[int, int], auto_pad: str,
+             ceil: bool) -> tuple[int, int, int]:
+    """onnxruntime's (pad_begin, pad_end, output length) for one axis (PoolAttributes,
+    onnxruntime 1.31), with these differences from ONNX AveragePool (semantics 2, 3):
+
+    - floor mode divides with C++ truncation: a window sum ``L + pb + pe - k`` in ``(-s, 0)``
+      still gives one (clipped) output, where floor gives none;
+    - SAME_* uses ``pad_needed = (ceil(L/s) - 1) * s + k - L`` without clamping at 0 and halves it
+      with truncation, so with k < s the begin pad can be negative and every window shifts right;
+    - ceil mode divides in float32 (exact below 2**24) and applies the drop rule.
+    """
+    if auto_pad == "VALID":
+        pb = pe = 0
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        needed = ((length + stride - 1) // stride - 1) * stride + kernel - length
+        pb = _trunc_div(needed, 2) if auto_pad == "SAME_UPPER" else _trunc_div(needed + 1, 2)
+        pe = needed - pb
+    else:
+        pb, pe = pads
+    numerator = length + pb + pe - kernel
+    out = _trunc_div(numerator, stride) + 1
+    if ceil:
+        out = int(math.ceil(np.float32(numerator) / np.float32(stride))) + 1
+        if (out - 1) * stride >= length + pb:
+            out -= 1
+    return pb, pe, out
+
+
+def make_geometry(input_shape: tuple[int, ...], kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
+                  ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> Geometry:
+    """Validate the attributes for an input shape and translate them (onnxruntime's geometry)."""
+    layout = Layout.NXC if as_flag("channels_last", channels_last) else Layout.NCX
+    if len(input_shape) < 3:
+        raise AvgPoolError(f"`X` has rank {len(input_shape)} (shape {tuple(input_shape)}): it needs at least 3 "
+                           f"dimensions ({'N x D1 ... x C' if layout is Layout.NXC else 'N x C x D1 ...'})")
+    n = len(input_shape) - 2
+    spatial = tuple(input_shape[a] for a in layout.spatial_axes(len(input_shape)))
+    channels = input_shape[-1] if layout is Layout.NXC else input_shape[1]
+    if channels == 0 or 0 in spatial:
+        raise AvgPoolError(f"`X` has shape {tuple(input_shape)}: only the batch size N may be 0 "
+                           "(onnxruntime rejects empty channel or spatial axes)")
+    axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
+    kernel = as_int_tuple("kernel_shape", kernel_shape, n, axes_text, minimum=1)
+    strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
+    flat = (0,) * (2 * n) if pads is None else as_int_tuple(
+        "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0)
+    mode = as_choice("auto_pad", auto_pad, _AUTO_PAD)
+    if mode != "NOTSET" and any(flat):
+        raise AvgPoolError(f"`pads` is {flat} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with "
+                           "auto_pad (onnxruntime silently ignores them; avgpool follows the spec and refuses)")
+    for axis, k in enumerate(kernel):
+        if flat[axis] >= k or flat[axis + n] >= k:
+            raise AvgPoolError(f"`pads` is {flat}: on spatial axis {axis} a pad is not smaller than the kernel "
+                               f"size {k} (onnxruntime refuses pads >= kernel_shape)")
+    ceil = as_flag("ceil_mode", ceil_mode)
+    include_pad = as_flag("count_include_pad", count_include_pad)
+
+    canonical_pads = []
+    ort_pads_zero = True
+    for axis in range(n):
+        length = spatial[axis]
+        pb, pe, out = ort_axis(length, kernel[axis], strides_[axis], (flat[axis], flat[axis + n]), mode, ceil)
+        if out < 0:
+            raise AvgPoolError(
+                f"spatial axis {axis} has no output ({out}): the input length {length} plus pads {pb} + {pe} is "
+                f"shorter than the kernel {kernel[axis]} (stride {strides_[axis]})")
+        ort_pads_zero = ort_pads_zero and pb == 0 and pe == 0
+        # The end pad only decides how many windows there are (the divisor rules used here never
+        # read it): choose it so that floor rounding gives exactly onnxruntime's output length.
+        canonical_pads.append((pb, (out - 1) * strides_[axis] + kernel[axis] - length - pb))
+    spec = PoolSpec(kernel=kernel, strides=strides_, dilations=(1,) * n, pads=tuple(canonical_pads),
+                    pad_mode=PadMode.EXPLICIT, rounding=Rounding.FLOOR,
+                    divisor=Divisor.FULL_KERNEL if include_pad else Divisor.VALID_TAPS)
+    global_path = ort_pads_zero and kernel == spatial
+    image_size = math.prod(kernel)
+    if global_path and image_size >= GLOBAL_MAX_IMAGE:
+        raise AvgPoolError(
+            f"`kernel_shape` {kernel} covers the whole input, so onnxruntime takes its integer global-average "
+            f"path, which refuses windows of {GLOBAL_MAX_IMAGE} (2**24) elements or more; this one has {image_size}")
+    return Geometry(spec, layout, global_path, image_size)
+
+
+def _scalar(name: str, value: Any) -> Any:
+    """The single element of a scalar or 1-element 1-D input (onnxruntime's IsScalarOr1ElementVector)."""
+    if isinstance(value, np.ndarray):
+        if value.ndim > 1 or value.size != 1:
+            raise AvgPoolError(f"`{name}` has shape {value.shape}: it must be a scalar or a 1-D tensor of 1 element "
+                               "(per-tensor quantisation)")
+        return value.reshape(()).item() if value.dtype.kind in "biufc" else value.reshape(())[()]
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            raise AvgPoolError(f"`{name}` has {len(value)} values: it must be a scalar or a 1-D tensor of 1 element "
+                               "(per-tensor quantisation)")
+        return value[0]
+    return value
+
+
+def parse_scale(name: str, value: Any) -> np.float32:
+    """A scale as onnxruntime reads it: one float32."""
+    item = _scalar(name, value)
+    if isinstance(item, (bool, np.bool_)) or not isinstance(item, (numbers.Real, np.floating, np.integer)):
+        raise AvgPoolError(f"`{name}` must be a real number (float32), got {item!r}")
+    scale = np.float32(item)
+    if not np.isfinite(scale):
+        raise AvgPoolError(f"`{name}` is {float(scale)}: it must be finite (onnxruntime's float-to-int "
+                           "conversion of the result would be undefined)")
+    return scale
+
+
+def parse_zero_point(name: str, value: Any, dtype: np.dtype) -> int:
+    """A zero point: absent (0), a Python int in the dtype's range, or a tensor of X's dtype."""
+    if value is None:
+        return 0
+    if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype != dtype:
+        raise AvgPoolError(f"`{name}` has dtype {np.asarray(value).dtype}: it must have X's dtype {dtype.name}")
+    item = _scalar(name, value)
+    if isinstance(item, (bool, np.bool_)) or not isinstance(item, (numbers.Integral, np.integer)):
+        raise AvgPoolError(f"`{name}` must be an integer of X's dtype {dtype.name}, got {item!r}")
+    info = np.iinfo(dtype)
+    if not info.min <= int(item) <= info.max:
+        raise AvgPoolError(f"`{name}` is {int(item)}: it does not fit X's dtype {dtype.name} "
+                           f"([{info.min}, {info.max}])")
+    return int(item)
+
+
+def make_quant_params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any) -> QuantParams:
+    xs = parse_scale("x_scale", x_scale)
+    ys = parse_scale("y_scale", y_scale)
+    if ys == 0:
+        raise AvgPoolError("`y_scale` is 0: it must be non-zero (the output is divided by it)")
+    info = np.iinfo(dtype)
+    return QuantParams(xs, parse_zero_point("x_zero_point", x_zero_point, dtype), ys,
+                       parse_zero_point("y_zero_point", y_zero_point, dtype), int(info.min), int(info.max))
+
+
+def global_scale(params: QuantParams, image_size: int) -> np.float32:
+    """The integer global path's combined scale ``x_scale / (y_scale * n)`` in float32, range-checked
+    as onnxruntime does."""
+    scale = params.x_scale / (params.y_scale * np.float32(image_size))
+    if not GLOBAL_SCALE_MIN <= scale < GLOBAL_SCALE_MAX:
+        raise AvgPoolError(
+            f"`kernel_shape` covers the whole input, so onnxruntime takes its integer global-average path, which "
+            f"needs 2**-32 <= x_scale / (y_scale * {image_size}) < 256; with `x_scale` {float(params.x_scale)!r} "
+            f"and `y_scale` {float(params.y_scale)!r} it is {float(scale)!r}")
+    return scale

@@ -1,0 +1,98 @@
+"""The public QLinearAveragePool entry point: ``qlinear_average_pool``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import qlinear_engine
+from .dialects import qlinear as dialect
+from .errors import AvgPoolError
+
+_DTYPES = frozenset(dialect.DTYPES)
+
+
+class _Unhashable(Exception):
+    pass
+
+
+def _freeze(value: Any) -> Any:
+    """A cache key for an attribute value that compares equal only when validation would agree."""
+    kind = type(value)
+    if value is None or kind is int or kind is bool or kind is str:
+        return value
+    if (kind is tuple or kind is list) and all(type(item) is int for item in value):
+        return tuple(value)
+    raise _Unhashable
+
+
+def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
+                         kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                         pads: Sequence[int] | None = None, auto_pad: str = "NOTSET",
+                         ceil_mode: bool | int = False, count_include_pad: bool | int = False,
+                         channels_last: bool | int = False) -> np.ndarray:
+    """onnxruntime's com.microsoft QLinearAveragePool, bit for bit.
+
+    >>> import numpy as np
+    >>> from avgpool.qlinear import qlinear_average_pool
+    >>> x = np.array([[[10, 20, 30, 40]]], dtype=np.uint8)
+    >>> qlinear_average_pool(x, 1.0, 0, 1.0, 0, [3], strides=[2], pads=[1, 1], ceil_mode=1, count_include_pad=1)
+    array([[[10, 30, 13]]], dtype=uint8)
+
+    ``x`` is uint8 or int8, N x C x D1 ... Dn (or N x D1 ... Dn x C with ``channels_last``), any
+    n >= 1 (onnxruntime stops at 3); the output has its dtype. ``x_scale`` and ``y_scale`` are
+    float32 scalars (or 1-element 1-D arrays; other real numbers are converted to float32);
+    ``x_zero_point`` and ``y_zero_point`` are scalars of ``x``'s dtype (a Python int in range is
+    accepted) or ``None`` for 0. ``pads`` is ONNX's flat ``[begin_1 .. begin_n, end_1 .. end_n]``.
+    There is no ``dilations``: the operator has none.
+
+    The arithmetic is onnxruntime's CPU kernel (semantics.md 5.2). General path: dequantize each
+    tap ``x_scale * float32(x - x_zero_point)``, sum in float32 in row-major tap order, divide by
+    the number of valid taps (``prod(kernel_shape)`` with ``count_include_pad``, which then also
+    counts a ceil window's overhang), then ``rint(avg / y_scale + y_zero_point)`` in float32
+    (round half to even). When the kernel covers the whole input and no pad is in effect,
+    onnxruntime uses an integer path instead, and so does this function:
+    ``float32(sum(x) - x_zero_point * n) * (x_scale / (y_scale * n))`` rounded half to even; it
+    can differ from the general path in the last bit, and onnxruntime refuses it unless
+    ``2**-32 <= x_scale / (y_scale * n) < 256`` and ``n < 2**24``: so does this function.
+    The geometry is onnxruntime's, including its quirks (truncating floor division, SAME padding
+    that can be negative when a kernel is shorter than its stride); pads must be smaller than the
+    kernel, as onnxruntime requires.
+
+    Saturation: where onnxruntime converts a float outside the int32 range to int (undefined
+    behaviour in C++; x86 builds then give the dtype's minimum, ARM builds saturate), this
+    function saturates: values above the dtype's range give its maximum, below give its
+    minimum, and NaN (only reachable when dequantized values overflow float32) gives the minimum.
+    ``y_scale`` must be finite and non-zero and ``x_scale`` finite.
+
+    Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype, shape or scalar input.
+    """
+    try:
+        array = x if type(x) is np.ndarray else _as_array(x)
+        if array.dtype not in _DTYPES:
+            dialect.check_dtype(array.dtype)
+        attributes = (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last)
+        try:
+            key = tuple(_freeze(a) for a in attributes)
+        except _Unhashable:
+            prepared = qlinear_engine.prepare(array.shape, array.dtype, *attributes)
+        else:
+            prepared = qlinear_engine.prepare_cached(array.shape, array.dtype, *key)
+        params = dialect.make_quant_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        return qlinear_engine.run(prepared, array, params)
+    except AvgPoolError as err:
+        message = str(err)
+        if message.startswith(dialect.LABEL + ":"):
+            raise
+        raise AvgPoolError(f"{dialect.LABEL}: {message}") from None
+
+
+def _as_array(x: Any) -> np.ndarray:
+    try:
+        return np.asarray(x)
+    except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
+        raise AvgPoolError(f"`X` cannot be read as an array: {err}") from None
