@@ -1,15 +1,38 @@
-"""The ``avgpool`` command: ``demo`` and ``shape`` (more subcommands come with the CLI issue)."""
+"""The ``avgpool`` command: ``demo``, ``shape``, ``explain``, ``pool`` and ``run``.
+
+>>> main(["shape", "1x3x32x32", "-k", "3,3", "-s", "2,2", "--ceil-mode"])
+1x3x16x16
+0
+
+Errors in the user's input (attributes, files, shapes) print one line on stderr and exit with 2,
+never a traceback; ``run --check`` exits with 1 when onnxruntime disagrees beyond the tolerance.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
+import time
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 import numpy as np
 
 from . import api
+from .dialect_registry import AUTO_PAD_SPELLINGS, DIALECTS, POOL_DIALECTS, ROUNDINGS, DialectUnavailable, Settings, normalise_auto_pad
 from .errors import AvgPoolError
+from .io import FileFormatError
+
+#: Inputs at least this large show a progress line without --progress.
+PROGRESS_BYTES = 256 * 2**20
+#: Default batch size: as many samples (along N) as fit in this many input bytes.
+BATCH_BYTES = 32 * 2**20
+
+
+class UsageError(Exception):
+    """Flags that do not fit together (exit code 2)."""
 
 
 def _ints(text: str) -> list[int]:
@@ -17,6 +40,21 @@ def _ints(text: str) -> list[int]:
         return [int(part) for part in text.replace("x", ",").split(",") if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _bool(text: str) -> bool:
+    folded = text.strip().lower()
+    if folded in ("1", "true", "yes", "on"):
+        return True
+    if folded in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _auto_pad(text: str) -> str:
+    if text.lower() not in AUTO_PAD_SPELLINGS:
+        raise argparse.ArgumentTypeError(f"expected one of NOTSET/explicit/None, SAME_UPPER, SAME_LOWER, VALID, got {text!r}")
+    return normalise_auto_pad(text)
 
 
 def _format(array: np.ndarray) -> str:
@@ -34,10 +72,14 @@ def _side_by_side(*blocks: tuple[str, str]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(out=sys.stdout) -> int:
-    """Compute the worked examples of the ONNX AveragePool pages; 0 when every one matches."""
-    from .examples import EXAMPLES
+# ---------------------------------------------------------------- demo
 
+
+def run_demo(out: TextIO | None = None) -> int:
+    """Compute the worked examples of the ONNX AveragePool pages; 0 when every one matches."""
+    from .examples import EXAMPLES, EXPLAIN_EXAMPLE
+
+    out = out or sys.stdout
     failures = 0
     for example in EXAMPLES:
         y = api.average_pool(example.x, opset=example.opset, **example.attributes)
@@ -54,48 +96,450 @@ def run_demo(out=sys.stdout) -> int:
         print(file=out)
     total = len(EXAMPLES)
     print(f"{total - failures} of {total} worked examples match the published outputs.", file=out)
+    print(file=out)
+    print(f"== avgpool explain {' '.join(EXPLAIN_EXAMPLE.argv)}", file=out)
+    print(f"   ({EXPLAIN_EXAMPLE.notes})", file=out)
+    main(["explain", *EXPLAIN_EXAMPLE.argv], stdout=out)
+    print("more: avgpool pool IN.npy|IN.png OUT.npy|OUT.png -k 3,3 ... (any dialect), "
+          "avgpool run MODEL.onnx --check (see avgpool COMMAND --help)", file=out)
     return 1 if failures else 0
 
 
-def _add_onnx_attribute_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kernel", "-k", type=_ints, required=True, help="kernel_shape, e.g. 3,3")
-    parser.add_argument("--strides", "-s", type=_ints, help="strides (default 1 per axis)")
-    parser.add_argument("--pads", "-p", type=_ints, help="ONNX pads: all begins then all ends, e.g. 1,1,1,1")
-    parser.add_argument("--auto-pad", default="NOTSET", choices=["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])
-    parser.add_argument("--ceil-mode", action="store_true", help="ceil_mode=1")
-    parser.add_argument("--dilations", "-d", type=_ints, help="dilations (opset >= 19)")
-    parser.add_argument("--opset", type=int, default=22, help="ONNX opset (default 22)")
-    parser.add_argument("--layout", default="NCX", choices=["NCX", "NXC"])
+# ---------------------------------------------------------------- attribute flags and settings
+
+
+def _add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str], *, quantized: bool = True) -> None:
+    group = parser.add_argument_group("pooling attributes (one set of flags for every dialect)")
+    group.add_argument("--dialect", default="onnx", choices=list(dialects),
+                       help="whose rules to follow (default onnx)")
+    group.add_argument("--kernel", "-k", type=_ints, required=True, help="kernel_shape / kernel, e.g. 3,3")
+    group.add_argument("--strides", "-s", type=_ints, help="strides (default 1 per axis)")
+    group.add_argument("--dilations", "-d", type=_ints, help="dilations (ONNX opset >= 19, OpenVINO AvgPool-16)")
+    group.add_argument("--pads", "-p", type=_ints, help="ONNX pads: all begins then all ends, e.g. 1,1,1,1")
+    group.add_argument("--pads-begin", type=_ints, help="pads at the start of each axis (OpenVINO/oneDNN spelling)")
+    group.add_argument("--pads-end", type=_ints, help="pads at the end of each axis")
+    group.add_argument("--auto-pad", type=_auto_pad, default="NOTSET", metavar="MODE",
+                       help="NOTSET (explicit, None), SAME_UPPER, SAME_LOWER or VALID, in any dialect's spelling")
+    group.add_argument("--ceil-mode", action="store_true", help="ceil_mode=1 (ONNX) / rounding_type=ceil")
+    group.add_argument("--rounding-type", choices=ROUNDINGS,
+                       help="floor, ceil or ceil_torch (OpenVINO-14 and later); overrides --ceil-mode")
+    group.add_argument("--count-include-pad", action="store_true",
+                       help="count pads in the divisor: count_include_pad=1, exclude_pad=false")
+    group.add_argument("--exclude-pad", type=_bool, metavar="BOOL",
+                       help="OpenVINO/oneDNN spelling: --exclude-pad false is --count-include-pad")
+    group.add_argument("--opset", type=int, default=22, help="ONNX opset (default 22)")
+    group.add_argument("--version", type=int, default=16, help="OpenVINO AvgPool version: 1, 14 or 16 (default 16)")
+    group.add_argument("--layout", choices=["NCX", "NXC"],
+                       help="NCX (N x C x D1..) or NXC (N x D1.. x C, channels last); default NCX, "
+                            "oneDNN's default NXC")
+    if quantized:
+        q = parser.add_argument_group("QLinearAveragePool (--dialect qlinear)")
+        q.add_argument("--x-scale", type=float, default=1.0, help="input scale (default 1)")
+        q.add_argument("--x-zero-point", type=int, default=0, help="input zero point (default 0)")
+        q.add_argument("--y-scale", type=float, default=1.0, help="output scale (default 1)")
+        q.add_argument("--y-zero-point", type=int, default=0, help="output zero point (default 0)")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """The flags as one dialect-neutral :class:`Settings`."""
+    if args.pads is not None and (args.pads_begin is not None or args.pads_end is not None):
+        raise UsageError("give either --pads (ONNX's flat list) or --pads-begin/--pads-end, not both")
+    begin, end = args.pads_begin, args.pads_end
+    if args.pads is not None:
+        if len(args.pads) % 2:
+            raise UsageError(f"--pads has {len(args.pads)} values {args.pads}: it needs all begins then all ends, "
+                             "2 values per spatial axis")
+        half = len(args.pads) // 2
+        begin, end = args.pads[:half], args.pads[half:]
+    rounding = args.rounding_type or ("ceil" if args.ceil_mode else "floor")
+    if args.ceil_mode and rounding == "floor":
+        raise UsageError("--ceil-mode contradicts --rounding-type floor")
+    include_pad = args.count_include_pad or args.exclude_pad is False
+    if args.count_include_pad and args.exclude_pad:
+        raise UsageError("--count-include-pad contradicts --exclude-pad true")
+    dialect = DIALECTS[args.dialect]
+    channels_last = dialect.default_channels_last if args.layout is None else args.layout == "NXC"
+    quantized = {name: getattr(args, name) for name in ("x_scale", "x_zero_point", "y_scale", "y_zero_point")
+                 if hasattr(args, name)}
+    return Settings(kernel=tuple(args.kernel), strides=args.strides and tuple(args.strides),
+                    dilations=args.dilations and tuple(args.dilations),
+                    pads_begin=begin and tuple(begin), pads_end=end and tuple(end), auto_pad=args.auto_pad,
+                    rounding=rounding, include_pad=include_pad, opset=args.opset, version=args.version,
+                    channels_last=channels_last, **quantized)
+
+
+def _spatial(input_shape: Sequence[int], channels_last: bool) -> tuple[int, ...]:
+    if len(input_shape) < 3 or any(n < 0 for n in input_shape):
+        raise UsageError(f"the input shape {'x'.join(map(str, input_shape))} needs at least 3 non-negative sizes "
+                         "(N x C x D1 ...)")
+    return tuple(input_shape[1:-1] if channels_last else input_shape[2:])
+
+
+def _output_shape(input_shape: Sequence[int], spatial_out: Sequence[int], channels_last: bool) -> tuple[int, ...]:
+    shape = list(input_shape)
+    start = 1 if channels_last else 2
+    shape[start:start + len(spatial_out)] = spatial_out
+    return tuple(shape)
+
+
+def _dialect_label(name: str, settings: Settings) -> str:
+    if name == "onnx":
+        from .dialects import onnx as onnx_dialect
+
+        return f"ONNX AveragePool-{onnx_dialect.op_version(settings.opset)} (opset {settings.opset})"
+    if name == "openvino":
+        return f"OpenVINO AvgPool-{settings.version}"
+    return DIALECTS[name].title
+
+
+# ---------------------------------------------------------------- shape, explain
+
+
+def command_shape(args: argparse.Namespace, stdout: TextIO) -> int:
+    settings = settings_from_args(args)
+    if args.dialect == "onnx":
+        shape = api.output_shape(args.input_shape, list(settings.kernel), strides=settings.strides,
+                                 pads=settings.onnx_pads(), auto_pad=settings.auto_pad, ceil_mode=settings.ceil,
+                                 dilations=settings.dilations, opset=settings.opset,
+                                 layout="NXC" if settings.channels_last else "NCX")
+    else:
+        spatial = _spatial(args.input_shape, settings.channels_last)
+        from .shape import resolve
+
+        spec = DIALECTS[args.dialect].spec(settings, spatial)
+        shape = _output_shape(args.input_shape, [g.out for g in resolve(spec, spatial)], settings.channels_last)
+    print("x".join(map(str, shape)), file=stdout)
+    return 0
+
+
+def command_explain(args: argparse.Namespace, stdout: TextIO) -> int:
+    from . import explain
+
+    settings = settings_from_args(args)
+    spatial = _spatial(args.input_shape, settings.channels_last)
+    spec = DIALECTS[args.dialect].spec(settings, spatial)
+    axes = explain.describe(spec, spatial)
+    output_shape = _output_shape(args.input_shape, [a.geometry.out for a in axes], settings.channels_last)
+    label = _dialect_label(args.dialect, settings)
+    stdout.write(explain.explain_text(settings, label, spec, args.input_shape, spatial, output_shape,
+                                      max_windows=args.max_windows, diagram_width=args.width,
+                                      compare=not args.no_compare))
+    title = f"{label}, input {'x'.join(map(str, args.input_shape))}: {settings.describe()}"
+    if args.svg:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(explain.svg(axes, max_windows=args.max_windows, title=title))
+        print(f"wrote {args.svg}", file=stdout)
+    if args.png:
+        explain.png(axes, args.png, max_windows=args.max_windows, title=title)
+        print(f"wrote {args.png}", file=stdout)
+    return 0
+
+
+# ---------------------------------------------------------------- pool
+
+
+class Progress:
+    """A progress line on stderr: rewritten in place on a terminal, a few plain lines otherwise."""
+
+    def __init__(self, total: int, enabled: bool, stream: TextIO | None = None) -> None:
+        self.total, self.enabled = total, enabled
+        self.stream = stream or sys.stderr
+        self.start = time.perf_counter()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.last_step = -1
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        step = done * 10 // max(self.total, 1)
+        if not self.tty and step == self.last_step and done < self.total:
+            return
+        self.last_step = step
+        elapsed = time.perf_counter() - self.start
+        left = elapsed / done * (self.total - done) if done else 0.0
+        line = f"avgpool: pooled {done}/{self.total} of N ({100 * done // max(self.total, 1)}%), {elapsed:.1f} s, ~{left:.1f} s left"
+        self.stream.write(("\r" + line) if self.tty else (line + "\n"))
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _prepare(block: Any, args: argparse.Namespace, image_input: bool, channels_last: bool, quantized: bool) -> np.ndarray:
+    array = np.asarray(block)
+    if image_input and channels_last:
+        array = array.transpose(0, 2, 3, 1)
+    if args.dtype:
+        array = array.astype(args.dtype)
+    elif image_input and not quantized:
+        array = array.astype(np.float32)
+    return np.ascontiguousarray(array) if image_input else array
+
+
+def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
+    from . import io
+
+    settings = settings_from_args(args)
+    dialect = DIALECTS[args.dialect]
+    out_kind = io.check_suffix(args.output, writing=True)  # before any work
+    tensor = io.read_tensor(args.input, key=args.key)
+    x = tensor.array
+    if x.ndim < 3:
+        raise UsageError(f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... "
+                         "(at least 3 dimensions)")
+    image_input = tensor.kind == "image"
+    n = x.shape[0]
+    per_sample = max(1, x.nbytes // max(n, 1))
+    batch = args.batch_size or max(1, BATCH_BYTES // per_sample)
+    progress = Progress(n, args.progress or (x.nbytes >= PROGRESS_BYTES and not args.quiet))
+    started = time.perf_counter()
+
+    def compute(block: Any) -> np.ndarray:
+        return dialect.call(_prepare(block, args, image_input, settings.channels_last, dialect.quantized), settings)
+
+    written_memmap = False
+    if n <= batch:
+        y = compute(x)
+        progress.update(n)
+    else:
+        first = compute(x[:batch])
+        shape = (n,) + first.shape[1:]
+        if out_kind == "npy":
+            y = np.lib.format.open_memmap(args.output, mode="w+", dtype=first.dtype, shape=shape)
+            written_memmap = True
+        else:
+            y = np.empty(shape, dtype=first.dtype)
+        try:
+            y[:batch] = first
+            progress.update(batch)
+            for start in range(batch, n, batch):
+                y[start:start + batch] = compute(x[start:start + batch])
+                progress.update(min(start + batch, n))
+        except BaseException:
+            if written_memmap:
+                del y
+                os.remove(args.output)
+            raise
+    progress.close()
+    if written_memmap:
+        y.flush()
+    else:
+        result = y.transpose(0, 3, 1, 2) if out_kind == "image" and settings.channels_last and y.ndim == 4 else y
+        io.write_tensor(args.output, result, key=args.output_key or tensor.key or "y")
+    seconds = time.perf_counter() - started
+    if not args.quiet:
+        print(f"{args.input} {'x'.join(map(str, x.shape))} {x.dtype} -> {_dialect_label(args.dialect, settings)} "
+              f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} in {seconds:.2f} s",
+              file=stdout)
+    return 0
+
+
+# ---------------------------------------------------------------- run
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^\w.-]", "_", name) or "output"
+
+
+def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
+    from . import io
+    from . import onnx as avgpool_onnx
+
+    if not os.path.isfile(args.model):
+        raise UsageError(f"{args.model}: no such file")
+    try:
+        model = avgpool_onnx.load_model(args.model)
+    except ImportError:
+        raise
+    except Exception as err:  # noqa: BLE001 - protobuf raises several kinds for a bad file
+        raise UsageError(f"{args.model} is not a valid ONNX model: {err}") from None
+    specs = {spec.name: spec for spec in avgpool_onnx.model_inputs(model)}
+    feeds: dict[str, np.ndarray] = {}
+    for item in args.input or ():
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--input {item!r}: expected NAME=PATH")
+        if name not in specs:
+            raise UsageError(f"--input {name!r}: the model has no such input; its inputs are {sorted(specs)}")
+        feeds[name] = np.asarray(io.read_tensor(path).array)
+        problem = specs[name].mismatch(feeds[name])
+        if problem:
+            raise UsageError(f"--input {name}={path}: the array {problem}")
+    for i, (name, spec) in enumerate(specs.items()):
+        if name not in feeds:
+            feeds[name] = avgpool_onnx.generate_input(spec, seed=args.seed + i, kind=args.generate)
+            print(f"input {name}: generated {args.generate} {'x'.join(map(str, spec.shape))} {spec.dtype}", file=stdout)
+    opset = args.opset or avgpool_onnx.model_opset(model) or 22
+    evaluator = avgpool_onnx.make_evaluator(model, opset=opset)
+    started = time.perf_counter()
+    try:
+        outputs = evaluator.run(None, feeds)
+    except (AvgPoolError, DialectUnavailable):
+        raise
+    except Exception as err:  # noqa: BLE001 - any node's failure is reported, not traced
+        print(f"avgpool run: the model failed in the reference evaluator: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - started
+    names = list(evaluator.output_names)
+    print(f"ran {args.model} (opset {opset}) with avgpool's pooling ops in {seconds:.2f} s", file=stdout)
+    if args.output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
+    for name, value in zip(names, outputs):
+        value = np.asarray(value)
+        stats = ""
+        if value.size and value.dtype.kind in "fiub":
+            stats = f" min {np.nanmin(value):.6g} max {np.nanmax(value):.6g}"
+        line = f"output {name}: {'x'.join(map(str, value.shape))} {value.dtype}{stats}"
+        if args.output_dir:
+            path = os.path.join(args.output_dir, _safe_name(name) + ".npy")
+            np.save(path, value, allow_pickle=False)
+            line += f" -> {path}"
+        print(line, file=stdout)
+    if not args.check:
+        return 0
+    expected = avgpool_onnx.onnxruntime_outputs(model, feeds, names)
+    worst_ok = True
+    for name, got, ref in zip(names, outputs, expected):
+        abs_diff, rel_diff = avgpool_onnx.differences(ref, got)
+        ok = np.shape(got) == np.shape(ref) and bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol, equal_nan=True))
+        worst_ok &= ok
+        print(f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
+              f"[{'ok' if ok else 'DIFFERENT'} at rtol {args.rtol:g}, atol {args.atol:g}]", file=stdout)
+    return 0 if worst_ok else 1
+
+
+# ---------------------------------------------------------------- parser
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="avgpool", description="Average pooling exactly as ONNX, ONNX Runtime, OpenVINO and oneDNN define it.")
+        prog="avgpool", formatter_class=_Formatter,
+        description="Average pooling exactly as ONNX, ONNX Runtime, OpenVINO and oneDNN define it.",
+        epilog="examples:\n"
+               "  avgpool demo\n"
+               "  avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode\n"
+               "  avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode\n"
+               "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
+               "  avgpool run model.onnx --output-dir out --check\n"
+               "run 'avgpool COMMAND --help' for each command's flags")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("demo", help="compute the worked examples of the ONNX spec and compare with the published outputs",
+                        formatter_class=_Formatter,
                         description="Compute every worked example of the ONNX AveragePool pages and show input, "
-                                    "attributes, avgpool's output and the published output side by side.")
-    shape = commands.add_parser("shape", help="ONNX AveragePool output shape for an input shape",
-                                description="Shape inference alone: the output shape of ONNX AveragePool.",
-                                epilog="example: avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode")
+                                    "attributes, avgpool's output and the published output side by side; then "
+                                    "explain one case of semantics.md section 7.",
+                        epilog="example:\n  avgpool demo")
+
+    shape = commands.add_parser("shape", help="output shape for an input shape, in any dialect",
+                                formatter_class=_Formatter,
+                                description="Shape inference alone: the output shape of the pooling.",
+                                epilog="examples:\n"
+                                       "  avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode\n"
+                                       "  avgpool shape 1x1x5 -k 1 -s 3 --auto-pad same_upper --rounding-type ceil "
+                                       "--dialect openvino")
     shape.add_argument("input_shape", type=_ints, help="input shape, e.g. 1x3x32x32 or 1,3,32,32")
-    _add_onnx_attribute_flags(shape)
+    _add_attribute_flags(shape, list(DIALECTS), quantized=False)
+
+    explain = commands.add_parser(
+        "explain", help="every window, its taps and divisor; where the dialects differ",
+        formatter_class=_Formatter,
+        description="For an input shape and attributes: the output shape, the resolved pads and, per axis, every "
+                    "window (first tap, how many taps fall in the input, in the padding, past the padding) with "
+                    "its divisor; then what ONNX, OpenVINO, oneDNN, PyTorch and QLinearAveragePool give for the "
+                    "same configuration.",
+        epilog="examples:\n"
+               "  avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode\n"
+               "  avgpool explain 1x1x4 -k 3 -s 2 -p 1,1 --ceil-mode --count-include-pad --svg windows.svg\n"
+               "  avgpool explain 1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER\n"
+               "  avgpool explain 1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil "
+               "--exclude-pad false --dialect openvino")
+    explain.add_argument("input_shape", type=_ints, help="input shape, e.g. 1x1x4 or 1,3,32,32")
+    _add_attribute_flags(explain, list(DIALECTS), quantized=False)
+    out = explain.add_argument_group("output")
+    out.add_argument("--max-windows", type=int, default=64, help="windows listed per axis (0: all; default 64)")
+    out.add_argument("--width", type=int, default=80, help="widest text diagram drawn, in columns (default 80)")
+    out.add_argument("--no-compare", action="store_true", help="leave out the comparison with other dialects")
+    out.add_argument("--svg", metavar="PATH", help="also write the diagram as SVG")
+    out.add_argument("--png", metavar="PATH", help="also write the diagram as PNG (needs Pillow)")
+
+    pool = commands.add_parser(
+        "pool", help="pool a tensor (.npy/.npz) or an image (PNG/JPEG) into .npy/.npz/PNG",
+        formatter_class=_Formatter,
+        description="Read a tensor from .npy or .npz (never with pickle) or an image (PNG or JPEG, read as "
+                    "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
+                    "pool it with any dialect and write .npy, .npz or an image. Image output: N must be 1 and C 1 "
+                    "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
+                    "Work is done batch by batch along N (a large .npy is memory-mapped, a large .npy output is "
+                    "written in place), with a progress line on stderr for large inputs or with --progress.",
+        epilog="examples:\n"
+               "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
+               "  avgpool pool x.npy y.npy -k 3,3 -p 1,1,1,1 --count-include-pad --opset 11\n"
+               "  avgpool pool x.npz y.npz --key images -k 2,2 -s 2,2 --dialect openvino --rounding-type ceil\n"
+               "  avgpool pool x.npy y.npy -k 2,2 -s 2,2 --dialect onednn --layout NCX\n"
+               "  avgpool pool q.npy y.npy -k 2,2 --dialect qlinear --x-scale 0.1 --y-scale 0.1 --x-zero-point 128")
+    pool.add_argument("input", help="input file: .npy, .npz, .png, .jpg or .jpeg")
+    pool.add_argument("output", help="output file: .npy, .npz, .png, .jpg or .jpeg")
+    _add_attribute_flags(pool, list(POOL_DIALECTS))
+    files = pool.add_argument_group("files and progress")
+    files.add_argument("--key", help="the array to read from an .npz holding several")
+    files.add_argument("--output-key", help="the array name in an .npz output (default: the input's key, or y)")
+    files.add_argument("--dtype", choices=["float16", "float32", "float64", "uint8", "int8"],
+                       help="convert the input to this dtype first")
+    files.add_argument("--batch-size", type=int, help="samples along N per step (default: about 32 MB of input)")
+    files.add_argument("--progress", action="store_true", help="show a progress line on stderr")
+    files.add_argument("--quiet", "-q", action="store_true", help="no summary line, no automatic progress")
+
+    run = commands.add_parser(
+        "run", help="run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops",
+        formatter_class=_Formatter,
+        description="Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, "
+                    "GlobalAveragePool and com.microsoft QLinearAveragePool (bound to the model's opset). "
+                    "Inputs come from .npy/.npz files or are generated (shapes from the model, symbolic "
+                    "dimensions set to 1); outputs go to NAME.npy files in --output-dir. --check runs the "
+                    "model in onnxruntime too and prints the max abs / rel differences (exit 1 beyond tolerance).",
+        epilog="examples:\n"
+               "  avgpool run model.onnx\n"
+               "  avgpool run model.onnx --input data_0=x.npy --output-dir out\n"
+               "  avgpool run model.onnx --generate ramp --check --rtol 1e-3")
+    run.add_argument("model", help="the .onnx file")
+    run.add_argument("--input", "-i", action="append", metavar="NAME=PATH", help="an input from .npy/.npz (repeatable)")
+    run.add_argument("--generate", choices=["random", "ramp"], default="random",
+                     help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test "
+                          "ramp arange(n)/n")
+    run.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    run.add_argument("--output-dir", "-o", help="write every output to DIR/NAME.npy")
+    run.add_argument("--opset", type=int, help="bind the pooling ops to this opset (default: the model's)")
+    run.add_argument("--check", action="store_true", help="compare with onnxruntime (if installed)")
+    run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --check (default 1e-4)")
+    run.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of --check (default 1e-6)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)
+    stdout = stdout or sys.stdout
     try:
         if args.command == "demo":
-            return run_demo()
+            return run_demo(stdout)
         if args.command == "shape":
-            shape = api.output_shape(args.input_shape, args.kernel, strides=args.strides, pads=args.pads,
-                                     auto_pad=args.auto_pad, ceil_mode=args.ceil_mode, dilations=args.dilations,
-                                     opset=args.opset, layout=args.layout)
-            print("x".join(map(str, shape)))
-            return 0
-    except AvgPoolError as err:
-        print(f"avgpool: error: {err}", file=sys.stderr)
+            return command_shape(args, stdout)
+        if args.command == "explain":
+            return command_explain(args, stdout)
+        if args.command == "pool":
+            return command_pool(args, stdout)
+        if args.command == "run":
+            return command_run(args, stdout)
+    except (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError) as err:
+        print(f"avgpool {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"avgpool {args.command}: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
         return 2
     return 2  # pragma: no cover - argparse rejects unknown commands
 

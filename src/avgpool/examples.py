@@ -74,3 +74,17 @@ EXAMPLES: tuple[Example, ...] = (
             {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
             _f32([4, 5.5, 7, 11.5, 13, 14.5, 19, 20.5, 22], (1, 1, 3, 3)), opset=11),
 )
+
+
+@dataclass(frozen=True)
+class ExplainExample:
+    argv: tuple[str, ...]
+    notes: str
+
+
+#: The first row of semantics.md section 7, as ``avgpool demo`` explains it.
+EXPLAIN_EXAMPLE = ExplainExample(
+    ("1x1x4", "-k", "3", "-s", "3", "--ceil-mode"),
+    "semantics.md section 7: [1, 2, 3, 4], k3 s3 ceil gives [2, 4]; the second window has one tap in the input "
+    "and two past it, so its divisor is 1 (onnx.reference shifts the windows and gives [1.5, 3])",
+)
