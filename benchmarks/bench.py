@@ -1,0 +1,660 @@
+#!/usr/bin/env python3
+"""Time avgpool against onnxruntime, OpenVINO and PyTorch, interleaved, in one process.
+
+    python benchmarks/bench.py                 # every workload, 7 rounds (a few minutes)
+    python benchmarks/bench.py --quick         # 3 rounds, shorter batches: a smoke run
+    python benchmarks/bench.py --only kernel   # only workloads whose name contains "kernel"
+    python benchmarks/bench.py --json results.json --markdown table.md --plot kernel_scaling.png
+
+Or from the repository root: ``python3 run.py bench [ARGS...]``. See benchmarks/README.md for what
+is measured and how to read the output. The peers are the ``bench`` extra:
+``pip install 'avgpool[bench]'``; torch is optional (its column is skipped when it is missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import avgpool
+
+HERE = Path(__file__).resolve().parent
+THREADS = 2                      # threads per runtime: the reference machine has 2 cores
+PAUSE_S = 0.05                   # onnxruntime's workers spin ~40 ms after a call, torch's ~10 ms
+MIB = 1 << 20
+LARGE_BYTES = 16 * MIB           # "large tensor" threshold of the copy-speed target (input bytes)
+PEERS = ("onnxruntime", "openvino", "torch")
+BENCH_EXTRA = "pip install 'avgpool[bench]'"
+
+
+# --------------------------------------------------------------------------------------------- #
+# Workloads
+# --------------------------------------------------------------------------------------------- #
+
+@dataclass(frozen=True)
+class Workload:
+    """One AveragePool call: input shape (in ``layout``), ONNX attributes, dtype."""
+
+    name: str
+    shape: tuple[int, ...]
+    attrs: dict[str, Any]        # ONNX attributes: kernel_shape, strides, pads, count_include_pad, ...
+    dtype: str = "float32"
+    layout: str = "NCX"          # "NXC": avgpool gets N, X..., C; peers see it as NCX (see runners)
+    group: str = "table"         # "table" (perf-targets rows) or "scaling" (kernel-size series)
+    note: str = ""
+
+    @property
+    def ncx_shape(self) -> tuple[int, ...]:
+        if self.layout == "NCX":
+            return self.shape
+        return (self.shape[0], self.shape[-1], *self.shape[1:-1])
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape) - 2
+
+    @property
+    def shape_attrs(self) -> dict[str, Any]:
+        """The attributes avgpool.output_shape takes (all but count_include_pad)."""
+        return {k: v for k, v in self.attrs.items() if k != "count_include_pad"}
+
+    def attr(self, key: str) -> list[int]:
+        """A per-axis attribute with ONNX defaults (strides/dilations 1, pads 0)."""
+        default = {"strides": [1] * self.rank, "dilations": [1] * self.rank, "pads": [0] * (2 * self.rank)}
+        return list(self.attrs.get(key, default[key]))
+
+
+def _same(k: int, rank: int = 2) -> dict[str, Any]:
+    return {"kernel_shape": [k] * rank, "pads": [k // 2] * (2 * rank)}
+
+
+def workloads() -> list[Workload]:
+    """The rows of /work/shared/perf-targets.md (all but the uint8 QLinear one) + the kernel series."""
+    k2s2 = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    k3p1 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
+    rows = [
+        Workload("densenet121 2x2 s2", (1, 128, 56, 56), k2s2),
+        Workload("densenet121 global 7x7", (1, 1024, 7, 7), {"kernel_shape": [7, 7]}),
+        Workload("inception_v2 3x3 s1 p1", (1, 192, 28, 28), k3p1, note="count_include_pad=0"),
+        Workload("inception_v1 7x7 pads [0,0,1,1]", (1, 1024, 6, 6),
+                 {"kernel_shape": [7, 7], "pads": [0, 0, 1, 1]},
+                 note="k7 s1, pads end 1: 6+1-7+1 = 1x1 output, 36 valid taps"),
+        Workload("resnet50 global 7x7", (1, 2048, 7, 7), {"kernel_shape": [7, 7]}),
+        Workload("shufflenet 3x3 s2 p1", (1, 24, 56, 56),
+                 {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        Workload("squeezenet global 13x13", (1, 1000, 13, 13), {"kernel_shape": [13, 13]}),
+        Workload("densenet transition b32", (32, 128, 56, 56), k2s2),
+        Workload("inception 3x3 s1 p1 b32", (32, 192, 28, 28), k3p1),
+        Workload("audio 1-D k4 s4", (8, 64, 16000), {"kernel_shape": [4], "strides": [4]}),
+        Workload("volume 3-D k2 s2", (1, 32, 64, 64, 64), {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]}),
+        Workload("volume 3-D k3 s1 p1", (1, 32, 64, 64, 64), {"kernel_shape": [3, 3, 3], "pads": [1] * 6}),
+        Workload("large kernel k15 p7", (1, 16, 512, 512), _same(15)),
+        Workload("NHWC 3x3 s1 p1", (8, 112, 112, 64), k3p1, layout="NXC",
+                 note="onnxruntime/OpenVINO on an NCHW copy, torch channels_last"),
+        Workload("float16 inception 3x3 b32", (32, 192, 28, 28), k3p1, dtype="float16"),
+        Workload("tiny 1x1x4x4 k2", (1, 1, 4, 4), {"kernel_shape": [2, 2]}, note="per-call overhead"),
+    ]
+    series = [Workload(f"kernel scaling k{k}", (1, 16, 256, 256), _same(k), group="scaling")
+              for k in range(1, 32, 2)]
+    return rows + series
+
+
+# --------------------------------------------------------------------------------------------- #
+# Runners: one ready-to-call closure per implementation
+# --------------------------------------------------------------------------------------------- #
+
+class Skip(Exception):
+    """A peer that cannot run this workload (or is not installed); the message says why."""
+
+
+@dataclass
+class Runner:
+    name: str
+    call: Callable[[], object]               # one pooling call on preallocated buffers
+    result: Callable[[], np.ndarray]         # the last output, NCX layout (None for "copy")
+    note: str = ""
+    # buffers a runtime reads or writes through a raw pointer (OrtValue, ov.Tensor(shared_memory=True)
+    # do not own them): they must outlive the runner, or the runtime reads freed memory
+    keep: tuple = ()
+
+
+def _import(module: str):
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as err:
+        raise Skip(f"{module} is not installed ({err}); {BENCH_EXTRA}") from None
+
+
+def make_input(w: Workload, seed: int = 0) -> np.ndarray:
+    """Random data in the workload's own layout (C-contiguous)."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(w.shape, dtype=np.float32).astype(w.dtype)
+
+
+def to_ncx(w: Workload, a: np.ndarray) -> np.ndarray:
+    """A view of an array in the workload's layout as NCX."""
+    if w.layout == "NCX":
+        return a
+    return np.moveaxis(a, -1, 1)
+
+
+def avgpool_runner(w: Workload, x: np.ndarray) -> Runner:
+    out_shape = avgpool.output_shape(x.shape, layout=w.layout, **w.shape_attrs)
+    out = np.empty(out_shape, dtype=x.dtype)
+    attrs = dict(w.attrs)
+    layout = w.layout
+
+    def call():
+        return avgpool.average_pool(x, out=out, layout=layout, **attrs)
+
+    return Runner("avgpool", call, lambda: to_ncx(w, out), note="out= preallocated")
+
+
+def copy_runner(w: Workload, x: np.ndarray, out_shape: tuple[int, ...]) -> Runner:
+    """The physical limit: np.copyto of the input's bytes plus np.copyto of the output's bytes."""
+    src_in, dst_in = x.copy(), np.empty_like(x)
+    src_out, dst_out = np.ones(out_shape, x.dtype), np.empty(out_shape, x.dtype)
+
+    def call():
+        np.copyto(dst_in, src_in)
+        np.copyto(dst_out, src_out)
+
+    return Runner("copy", call, lambda: None)
+
+
+def onnxruntime_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...]) -> Runner:
+    onnx = _import("onnx")
+    ort = _import("onnxruntime")
+    from onnx import helper
+
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(w.dtype))
+    node = helper.make_node("AveragePool", ["X"], ["Y"], **w.attrs)
+    graph = helper.make_graph([node], "avgpool_bench",
+                              [helper.make_tensor_value_info("X", elem, list(x_ncx.shape))],
+                              [helper.make_tensor_value_info("Y", elem, list(out_shape))])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session, errors = None, []
+    for opset in (22, 19):
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+        onnx.checker.check_model(model)
+        try:
+            session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            break
+        except Exception as err:  # noqa: BLE001 - an older onnxruntime may lack opset 22
+            errors.append(f"opset {opset}: {err}")
+    if session is None:
+        raise Skip("; ".join(errors))
+
+    x_in = np.ascontiguousarray(x_ncx)
+    y = np.empty(out_shape, dtype=w.dtype)
+    binding = session.io_binding()
+    binding.bind_ortvalue_input("X", ort.OrtValue.ortvalue_from_numpy(x_in))
+    binding.bind_ortvalue_output("Y", ort.OrtValue.ortvalue_from_numpy(y))
+    run = session.run_with_iobinding
+
+    def call():
+        run(binding)
+
+    note = f"IOBinding, opset {opset}"
+    if w.layout == "NXC":
+        note += ", NCHW (no NHWC float AveragePool)"
+    return Runner("onnxruntime", call, lambda: y, note=note, keep=(x_in, y, session, binding))
+
+
+def openvino_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...]) -> Runner:
+    ov = _import("openvino")
+    try:
+        import openvino.opset16 as ops
+        version = 16
+    except ImportError:
+        import openvino.opset14 as ops
+        version = 14
+    rank = w.rank
+    pads = w.attr("pads")
+    dilations = w.attr("dilations")
+    kwargs = {}
+    if version >= 16:
+        # always explicit: opset16.avg_pool without dilations builds a node with empty dilations,
+        # and compiling it on CPU segfaults (OpenVINO 2026.4)
+        kwargs["dilations"] = dilations
+    elif any(d != 1 for d in dilations):
+        raise Skip("dilations need OpenVINO AvgPool-16")
+    if w.attrs.get("auto_pad", "NOTSET") != "NOTSET":
+        raise Skip("auto_pad is not mapped; use explicit pads")
+    param = ops.parameter(list(x_ncx.shape), np.dtype(w.dtype), name="X")
+    pool = ops.avg_pool(param, strides=w.attr("strides"), pads_begin=pads[:rank], pads_end=pads[rank:],
+                        kernel_shape=list(w.attrs["kernel_shape"]),
+                        exclude_pad=not bool(w.attrs.get("count_include_pad", 0)),
+                        # ONNX ceil_mode (opset >= 10) has the drop rule: OpenVINO's ceil_torch
+                        rounding_type="ceil_torch" if w.attrs.get("ceil_mode", 0) else "floor", **kwargs)
+    model = ov.Model([pool], [param], "avgpool_bench")
+    config = {ov.properties.inference_num_threads: THREADS,
+              ov.properties.hint.inference_precision: ov.Type.f32}
+    compiled = ov.Core().compile_model(model, "CPU", config)
+    request = compiled.create_infer_request()
+    x_in = np.ascontiguousarray(x_ncx)
+    y = np.empty(out_shape, dtype=w.dtype)
+    request.set_input_tensor(ov.Tensor(x_in, shared_memory=True))
+    request.set_output_tensor(ov.Tensor(y, shared_memory=True))
+    start, wait = request.start_async, request.wait
+
+    def call():
+        start()
+        wait()
+
+    note = f"AvgPool-{version}, preset tensors"
+    if w.dtype == "float16":
+        note += ", f16 in/out, precision hint f32"
+    if w.layout == "NXC":
+        note += ", NCHW"
+    return Runner("openvino", call, lambda: y, note=note, keep=(x_in, y, compiled, request))
+
+
+def torch_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...]) -> Runner:
+    torch = _import("torch")
+    torch.set_num_threads(THREADS)
+    rank = w.rank
+    kernel = list(w.attrs["kernel_shape"])
+    strides = w.attr("strides")
+    pads = w.attr("pads")
+    if any(d != 1 for d in w.attr("dilations")):
+        raise Skip("torch avg_pool has no dilations")
+    if w.attrs.get("ceil_mode", 0) or w.attrs.get("auto_pad", "NOTSET") != "NOTSET":
+        raise Skip("ceil_mode/auto_pad are not mapped")
+    # torch pads symmetrically: pad max(begin, end) per axis and crop the extra leading windows
+    # (exact for both count_include_pad values, since the kept windows never reach the extra pads)
+    sym = [max(b, e) for b, e in zip(pads[:rank], pads[rank:])]
+    if any(p > k // 2 for p, k in zip(sym, kernel)):
+        raise Skip(f"padding {sym} exceeds half the kernel {kernel} (torch limit)")
+    if any((p - b) % s for p, b, s in zip(sym, pads[:rank], strides)):
+        raise Skip("asymmetric pads not reachable by cropping at this stride")
+    crop = tuple(slice((p - b) // s, (p - b) // s + n)
+                 for p, b, s, n in zip(sym, pads[:rank], strides, out_shape[2:]))
+
+    # a view of the workload's own buffer: channels_last strides for the NXC row
+    xt = torch.from_numpy(x_ncx)
+    full = [(L + 2 * p - k) // s + 1 for L, p, k, s in zip(x_ncx.shape[2:], sym, kernel, strides)]
+    memory_format = torch.channels_last if (w.layout == "NXC" and rank == 2) else torch.contiguous_format
+    y = torch.empty([*x_ncx.shape[:2], *full], dtype=xt.dtype).contiguous(memory_format=memory_format)
+    op = {1: torch.ops.aten.avg_pool1d.out, 2: torch.ops.aten.avg_pool2d.out, 3: torch.ops.aten.avg_pool3d.out}[rank]
+    cip = bool(w.attrs.get("count_include_pad", 0))
+    extra = () if rank == 1 else (None,)     # divisor_override (2-D/3-D only)
+
+    def call():
+        op(xt, kernel, strides, sym, False, cip, *extra, out=y)
+
+    note = "aten avg_poolNd.out"
+    if w.layout == "NXC":
+        note += ", channels_last"
+    if crop and any(c.start for c in crop):
+        note += f", symmetric pads {sym} + crop"
+    return Runner("torch", call, lambda: y[(..., *crop)].numpy(), note=note, keep=(x_ncx, xt, y))
+
+
+BUILDERS = {"onnxruntime": onnxruntime_runner, "openvino": openvino_runner, "torch": torch_runner}
+
+
+# --------------------------------------------------------------------------------------------- #
+# Timing
+# --------------------------------------------------------------------------------------------- #
+
+def calls_per_batch(call: Callable[[], object], budget_s: float) -> int:
+    """Warm up ``call`` and return how many calls make a batch of about ``budget_s`` seconds."""
+    call()                                    # first call: JIT, plan caches, memory first touch
+    n, elapsed = 1, 0.0
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= budget_s / 4 or n >= 1 << 20:
+            break
+        n *= 4
+    return max(1, math.ceil(budget_s / (elapsed / n)))
+
+
+def measure(runners: list[Runner], rounds: int, budget_s: float) -> dict[str, list[float]]:
+    """Per-call seconds for each runner, one sample per round; runners interleaved, order rotated."""
+    batches = {}
+    for r in runners:
+        time.sleep(PAUSE_S)
+        batches[r.name] = calls_per_batch(r.call, budget_s)
+    samples: dict[str, list[float]] = {r.name: [] for r in runners}
+    for i in range(rounds):
+        for r in runners[i % len(runners):] + runners[:i % len(runners)]:
+            n, call = batches[r.name], r.call
+            time.sleep(PAUSE_S)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                call()
+            samples[r.name].append((time.perf_counter() - t0) / n)
+    return samples
+
+
+def check_outputs(w: Workload, runners: list[Runner]) -> list[str]:
+    """Compare each peer's output with avgpool's once (catches attribute-mapping mistakes)."""
+    for r in runners:
+        r.call()
+    ref = np.asarray(runners[0].result(), dtype=np.float64)
+    tol = 2e-2 if w.dtype == "float16" else 1e-4
+    warnings = []
+    for r in runners[1:]:
+        got = r.result()
+        if got is None:
+            continue
+        got = np.asarray(got, dtype=np.float64)
+        if got.shape != ref.shape:
+            warnings.append(f"{r.name}: output shape {got.shape} != avgpool's {ref.shape}")
+        elif not np.allclose(got, ref, rtol=tol, atol=tol, equal_nan=True):
+            err = np.nanmax(np.abs(got - ref))
+            warnings.append(f"{r.name}: output differs from avgpool's (max abs diff {err:.3g})")
+    return warnings
+
+
+# --------------------------------------------------------------------------------------------- #
+# One workload end to end
+# --------------------------------------------------------------------------------------------- #
+
+@dataclass
+class Result:
+    workload: Workload
+    times: dict[str, float]                          # median seconds per call
+    samples: dict[str, list[float]]
+    notes: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def best_peer(self) -> str | None:
+        peers = [p for p in PEERS if p in self.times]
+        return min(peers, key=self.times.__getitem__) if peers else None
+
+    @property
+    def ratio(self) -> float | None:
+        best = self.best_peer
+        return self.times["avgpool"] / self.times[best] if best else None
+
+    @property
+    def copy_share(self) -> float:
+        return self.times["copy"] / self.times["avgpool"]
+
+    @property
+    def input_bytes(self) -> int:
+        return math.prod(self.workload.shape) * np.dtype(self.workload.dtype).itemsize
+
+
+def run_workload(w: Workload, peers: list[str], rounds: int, budget_s: float) -> Result:
+    x = make_input(w)
+    x_ncx = to_ncx(w, x)
+    mine = avgpool_runner(w, x)
+    out_ncx = avgpool.output_shape(x_ncx.shape, **w.shape_attrs)
+    runners, skipped = [mine], {}
+    for peer in peers:
+        try:
+            runners.append(BUILDERS[peer](w, x_ncx, out_ncx))
+        except Skip as why:
+            skipped[peer] = str(why)
+    runners.append(copy_runner(w, x, out_ncx))
+    warnings = check_outputs(w, runners)
+    samples = measure(runners, rounds, budget_s)
+    times = {name: statistics.median(s) for name, s in samples.items()}
+    notes = {r.name: r.note for r in runners if r.note}
+    return Result(w, times, samples, notes, skipped, warnings)
+
+
+# --------------------------------------------------------------------------------------------- #
+# Report
+# --------------------------------------------------------------------------------------------- #
+
+def fmt_time(s: float | None) -> str:
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            break
+    v = s / scale
+    return f"{v:.3g} {unit}" if v >= 10 else f"{v:.2f} {unit}"
+
+
+def fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.2f}"
+
+
+COLUMNS = ["workload", "avgpool", *PEERS, "best peer", "ratio", "copy", "copy share"]
+
+
+def row(res: Result) -> list[str]:
+    t = res.times
+    return [res.workload.name, fmt_time(t["avgpool"]), *(fmt_time(t.get(p)) for p in PEERS),
+            res.best_peer or "-", fmt_ratio(res.ratio), fmt_time(t["copy"]), f"{res.copy_share:.0%}"]
+
+
+def print_header() -> None:
+    print(f"{COLUMNS[0]:<34}" + "".join(f"{c:>12}" for c in COLUMNS[1:]))
+
+
+def print_row(res: Result) -> None:
+    cells = row(res)
+    print(f"{cells[0]:<34}" + "".join(f"{c:>12}" for c in cells[1:]), flush=True)
+    for msg in res.warnings:
+        print(f"    WARNING {msg}", flush=True)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
+    """Summary lines and the pass/fail of each target of perf-targets.md."""
+    lines, summary = [], {"targets": {}}
+    table = [r for r in results if r.workload.group == "table" and r.ratio is not None]
+    every = [r for r in results if r.ratio is not None]
+
+    def target(key: str, ok: bool | None, text: str) -> None:
+        summary["targets"][key] = ok
+        lines.append(f"{'PASS' if ok else 'FAIL' if ok is not None else 'n/a '}  {text}")
+
+    if table:
+        g = geomean([r.ratio for r in table])
+        summary["geomean_ratio"] = g
+        lines.append(f"geometric mean of avgpool/fastest-peer over {len(table)} workload rows: {g:.2f}")
+    else:
+        g = None
+
+    series = {r.workload.attrs["kernel_shape"][0]: r for r in results if r.workload.group == "scaling"}
+    k31_k1 = {}
+    if 1 in series and 31 in series:
+        for name in ("avgpool", *PEERS):
+            if name in series[1].times and name in series[31].times:
+                k31_k1[name] = series[31].times[name] / series[1].times[name]
+        lines.append("time at kernel 31 / time at kernel 1: "
+                     + ", ".join(f"{k} {v:.1f}x" for k, v in k31_k1.items()))
+    summary["k31_over_k1"] = k31_k1
+
+    lines.append("")
+    worst = max(every, key=lambda r: r.ratio, default=None)
+    target("every_ratio", all(r.ratio <= 1.0 for r in every) if every else None,
+           f"every ratio <= 1.0 (all {len(every)} rows incl. the kernel series"
+           + (f"; worst {worst.ratio:.2f} on {worst.workload.name})" if worst else ")"))
+    target("geomean", None if g is None else g <= 0.7, "geometric mean of the ratios <= 0.7"
+           + ("" if g is None else f" ({g:.2f})"))
+    k = k31_k1.get("avgpool")
+    target("flat_kernel", None if k is None else k <= 1.5, "avgpool k31/k1 <= 1.5"
+           + ("" if k is None else f" ({k:.2f})"))
+    large = [r for r in results if r.input_bytes >= LARGE_BYTES]
+    low = [r for r in large if r.copy_share < 0.5]
+    target("copy_speed", all(r.copy_share >= 0.5 for r in large) if large else None,
+           f"tensors >= 16 MiB reach >= 50% of copy speed ({len(large) - len(low)}/{len(large)}"
+           + (f"; lowest {min(r.copy_share for r in large):.0%})" if large else ")"))
+    tiny = next((r for r in results if r.workload.name.startswith("tiny")), None)
+    ok = None
+    if tiny is not None and "onnxruntime" in tiny.times:
+        ok = tiny.times["avgpool"] <= tiny.times["onnxruntime"]
+    target("tiny", ok, "tiny case <= onnxruntime IOBinding"
+           + (f" ({fmt_time(tiny.times['avgpool'])} vs {fmt_time(tiny.times['onnxruntime'])})" if ok is not None else ""))
+    return lines, summary
+
+
+def environment() -> dict[str, Any]:
+    env = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+           "threads_per_runtime": THREADS, "numpy": np.__version__, "avgpool": avgpool.__version__}
+    for module in ("onnxruntime", "openvino", "torch", "numba"):
+        try:
+            env[module] = __import__(module).__version__
+        except Exception:  # noqa: BLE001 - a missing peer is reported per workload
+            env[module] = None
+    return env
+
+
+def write_markdown(path: Path, results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> None:
+    lines = [f"Median time per call, {env['threads_per_runtime']} threads per runtime, "
+             f"onnxruntime {env['onnxruntime']}, OpenVINO {env['openvino']}, torch {env['torch']}, "
+             f"numpy {env['numpy']}, {env['cpus']} CPUs. "
+             "ratio = avgpool / fastest peer; copy share = copy time / avgpool time.", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row(r)) + " |" for r in results]
+    lines += ["", "```", *summary_lines, "```", ""]
+    path.write_text("\n".join(lines))
+
+
+def write_json(path: Path, results: list[Result], summary: dict[str, Any], env: dict[str, Any], args) -> None:
+    data = {"environment": env, "settings": {"rounds": args.rounds, "batch_ms": args.batch_ms},
+            "summary": summary,
+            "results": [{"workload": dataclasses.asdict(r.workload), "median_s": r.times, "samples_s": r.samples,
+                         "best_peer": r.best_peer, "ratio": r.ratio, "copy_share": r.copy_share,
+                         "notes": r.notes, "skipped": r.skipped, "warnings": r.warnings} for r in results]}
+    path.write_text(json.dumps(data, indent=1))
+
+
+def plot_scaling(path: Path, results: list[Result]) -> bool:
+    series = sorted((r for r in results if r.workload.group == "scaling"),
+                    key=lambda r: r.workload.attrs["kernel_shape"][0])
+    if len(series) < 2:
+        return False
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"(no plot: matplotlib is not installed; {BENCH_EXTRA})")
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in ("avgpool", *PEERS, "copy"):
+        pts = [(r.workload.attrs["kernel_shape"][0], r.times[name]) for r in series if name in r.times]
+        if pts:
+            ks, ts = zip(*pts)
+            ax.plot(ks, [t * 1e3 for t in ts], "o-" if name != "copy" else "--", label=name,
+                    linewidth=2.5 if name == "avgpool" else 1.2, color="gray" if name == "copy" else None)
+    shape = "x".join(map(str, series[0].workload.shape))
+    ax.set(yscale="log", xlabel="kernel size k (k x k, stride 1, pads k//2)", ylabel="median time per call (ms)",
+           title=f"AveragePool {shape} float32, {THREADS} threads")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+# --------------------------------------------------------------------------------------------- #
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="3 rounds of ~5 ms batches (a smoke run)")
+    p.add_argument("--only", metavar="SUBSTRING", help="only workloads whose name contains SUBSTRING")
+    p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated peers (default: {','.join(PEERS)})")
+    p.add_argument("--rounds", type=int, help="timing rounds per workload (default 7, --quick 3)")
+    p.add_argument("--batch-ms", type=float, help="minimum duration of one timed batch (default 20, --quick 5)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write every result and sample as JSON")
+    p.add_argument("--markdown", type=Path, metavar="PATH", help="write the results table as markdown")
+    p.add_argument("--plot", metavar="PATH", default=str(HERE / "kernel_scaling.png"),
+                   help="PNG of time vs kernel size (default benchmarks/kernel_scaling.png; '' for none)")
+    args = p.parse_args(argv)
+    args.rounds = args.rounds or (3 if args.quick else 7)
+    args.batch_ms = args.batch_ms or (5.0 if args.quick else 20.0)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    unknown = set(peers) - set(PEERS)
+    if unknown:
+        print(f"unknown peers {sorted(unknown)}; choose from {', '.join(PEERS)}", file=sys.stderr)
+        return 2
+    selected = [w for w in workloads() if not args.only or args.only.lower() in w.name.lower()]
+    if not selected:
+        print(f"no workload name contains {args.only!r}", file=sys.stderr)
+        return 2
+    env = environment()
+    print("avgpool benchmark: " + ", ".join(f"{k} {v}" for k, v in env.items()))
+    print(f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms, {PAUSE_S * 1e3:g} ms pause between peers; "
+          "times are medians per call; ratio = avgpool / fastest peer; copy share = copy time / avgpool time\n")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if load > 0.5:
+        print(f"WARNING: load average {load:.1f} before starting: other processes share the cores, so expect "
+              "noisy times (multi-threaded runtimes stall for milliseconds when a core is taken)\n")
+    print_header()
+    results, skipped_once, failed = [], set(), []
+    for w in selected:
+        try:
+            res = run_workload(w, peers, args.rounds, args.batch_ms / 1e3)
+        except Exception as err:  # noqa: BLE001 - report it and go on with the other workloads
+            print(f"{w.name:<34}ERROR {type(err).__name__}: {err}", flush=True)
+            failed.append(w.name)
+            continue
+        for peer, why in res.skipped.items():
+            key = (peer, why)
+            if key not in skipped_once:
+                skipped_once.add(key)
+                print(f"    ({peer} skipped: {why})")
+        results.append(res)
+        print_row(res)
+
+    notes = {}
+    for r in results:
+        for name, note in r.notes.items():
+            notes.setdefault(name, set()).add(note)
+    print("\nnotes: " + "; ".join(f"{n}: {' | '.join(sorted(v))}" for n, v in notes.items()))
+    for r in results:
+        if r.workload.note:
+            print(f"  {r.workload.name}: {r.workload.note}")
+    summary_lines, summary = summarize(results)
+    if failed:
+        summary_lines.insert(0, f"ERROR: {len(failed)} workload(s) failed and are missing: {', '.join(failed)}")
+    mismatched = [r.workload.name for r in results if r.warnings]
+    if mismatched:
+        summary_lines.insert(0, f"WARNING: a peer's output differs from avgpool's on {', '.join(mismatched)}: "
+                                "those times compare different computations")
+    print("\n" + "\n".join(summary_lines))
+
+    if args.markdown:
+        write_markdown(args.markdown, results, summary_lines, env)
+        print(f"\nwrote {args.markdown}")
+    if args.json:
+        write_json(args.json, results, summary, env, args)
+        print(f"wrote {args.json}")
+    if args.plot and plot_scaling(Path(args.plot), results):
+        print(f"wrote {args.plot}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
