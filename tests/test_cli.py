@@ -1,0 +1,350 @@
+"""The ``avgpool`` command on real files: demo, shape, pool, run, errors, help, a real subprocess."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+import avgpool
+from avgpool.cli import main
+
+HAS_ONEDNN = importlib.util.find_spec("avgpool.onednn") is not None
+
+
+def run(argv: list[str]) -> tuple[int, str]:
+    out = io.StringIO()
+    return main([str(a) for a in argv], stdout=out), out.getvalue()
+
+
+def fails(capsys, argv: list[str], *needles: str) -> str:
+    """The command exits with 2 and one clear line on stderr, no traceback."""
+    capsys.readouterr()
+    code, _ = run(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "error" in err and "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.fixture
+def x(tmp_path):
+    array = np.random.default_rng(0).standard_normal((5, 3, 9, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", array)
+    return array
+
+
+# ---------------------------------------------------------------- demo, shape, help
+
+
+def test_demo():
+    code, text = run(["demo"])
+    assert code == 0
+    assert "12 of 12 worked examples match" in text
+    assert "== avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode" in text
+    assert "1          3              1 /          0 /            2        1" in text
+
+
+def test_shape_in_every_dialect():
+    assert run(["shape", "1x3x32x32", "-k", "3,3", "-s", "2,2", "--ceil-mode"]) == (0, "1x3x16x16\n")
+    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode"]) == (0, "1x1x1\n")
+    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode", "--dialect", "openvino"]) == (0, "1x1x2\n")
+    assert run(["shape", "1x1x5", "-k", "1", "-s", "3", "--auto-pad", "same_upper", "--rounding-type", "ceil",
+                "--dialect", "openvino"]) == (0, "1x1x3\n")
+
+
+def test_shape_onednn_defaults_to_channels_last():
+    assert run(["shape", "1x8x6x3", "-k", "2,2", "-s", "2,2", "--dialect", "onednn"]) == (0, "1x4x3x3\n")
+    assert run(["shape", "1x3x8x6", "-k", "2,2", "-s", "2,2", "--dialect", "onednn", "--layout", "NCX"]) == (0, "1x3x4x3\n")
+
+
+@pytest.mark.parametrize("command", [[], ["demo"], ["shape"], ["explain"], ["pool"], ["run"]])
+def test_help_has_examples(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    assert "example" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- pool
+
+
+def test_pool_npy_matches_the_api(tmp_path, x):
+    code, text = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "3,2", "-s", "2,2", "-p", "1,0,1,1",
+                      "--ceil-mode", "--count-include-pad", "--opset", "19"])
+    assert code == 0 and "-> ONNX AveragePool-19" in text
+    expected = avgpool.average_pool(x, [3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1, count_include_pad=1,
+                                    opset=19)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+
+
+def test_pool_batch_by_batch_with_progress(tmp_path, x, capsys):
+    code, _ = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--batch-size", "2", "--progress"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "pooled 2/5 of N" in err and "pooled 5/5 of N (100%)" in err
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), avgpool.average_pool(x, [2, 2]))
+    code, _ = run(["pool", tmp_path / "x.npy", tmp_path / "y.npz", "-k", "2,2", "--batch-size", "3", "--quiet"])
+    assert code == 0 and capsys.readouterr().err == ""
+    with np.load(tmp_path / "y.npz") as archive:
+        np.testing.assert_array_equal(archive["y"], avgpool.average_pool(x, [2, 2]))
+
+
+def test_pool_large_npy_is_memory_mapped_and_written_in_place(tmp_path, monkeypatch):
+    import avgpool.io
+
+    monkeypatch.setattr(avgpool.io, "MMAP_THRESHOLD", 1024)
+    array = np.random.default_rng(1).random((6, 2, 10, 10)).astype(np.float64)
+    np.save(tmp_path / "big.npy", array)
+    assert isinstance(avgpool.io.read_tensor(tmp_path / "big.npy").array, np.memmap)
+    assert run(["pool", tmp_path / "big.npy", tmp_path / "out.npy", "-k", "3,3", "--batch-size", "4", "-q"])[0] == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), avgpool.average_pool(array, [3, 3]))
+
+
+def test_pool_npz_keys(tmp_path, x):
+    np.savez(tmp_path / "two.npz", images=x, other=np.zeros(3))
+    fails_argv = ["pool", tmp_path / "two.npz", tmp_path / "y.npz", "-k", "2,2"]
+    assert run(fails_argv)[0] == 2
+    assert run([*fails_argv, "--key", "images", "--dtype", "float64"])[0] == 0
+    with np.load(tmp_path / "y.npz") as archive:
+        assert list(archive.keys()) == ["images"]
+        np.testing.assert_allclose(archive["images"], avgpool.average_pool(x.astype(np.float64), [2, 2]))
+
+
+def test_pool_dtype_conversion(tmp_path):
+    np.save(tmp_path / "i.npy", np.arange(16, dtype=np.int32).reshape(1, 1, 4, 4))
+    assert run(["pool", tmp_path / "i.npy", tmp_path / "o.npy", "-k", "2,2"])[0] == 2  # int32 is not a float type
+    assert run(["pool", tmp_path / "i.npy", tmp_path / "o.npy", "-k", "2,2", "-s", "2,2", "--dtype", "float32"])[0] == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npy").reshape(-1), [2.5, 4.5, 10.5, 12.5])
+
+
+def test_pool_image_round_trip(tmp_path):
+    from PIL import Image
+
+    rgb = np.random.default_rng(2).integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
+    Image.fromarray(rgb).save(tmp_path / "in.png")
+    assert run(["pool", tmp_path / "in.png", tmp_path / "out.npy", "-k", "2,2", "-s", "2,2"])[0] == 0
+    y = np.load(tmp_path / "out.npy")
+    expected = avgpool.average_pool(rgb.transpose(2, 0, 1)[None].astype(np.float32), [2, 2], strides=[2, 2])
+    assert y.shape == (1, 3, 3, 4) and y.dtype == np.float32
+    np.testing.assert_array_equal(y, expected)
+    assert run(["pool", tmp_path / "in.png", tmp_path / "out.png", "-k", "2,2", "-s", "2,2"])[0] == 0
+    with Image.open(tmp_path / "out.png") as image:
+        assert image.mode == "RGB"
+        pixels = np.asarray(image)
+    np.testing.assert_array_equal(pixels, np.rint(expected[0]).astype(np.uint8).transpose(1, 2, 0))
+    # channels last: the image is given to the op as N x H x W x C and written back the right way
+    assert run(["pool", tmp_path / "in.png", tmp_path / "nxc.npy", "-k", "2,2", "-s", "2,2", "--layout", "NXC"])[0] == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "nxc.npy"), expected.transpose(0, 2, 3, 1))
+
+
+def test_pool_image_output_rule(tmp_path):
+    from PIL import Image
+
+    values = np.array([[[[-3.0, 0.5, 1.5, 2.5], [254.5, 255.6, 1e9, np.nan]]]], dtype=np.float32)
+    np.save(tmp_path / "v.npy", values)
+    assert run(["pool", tmp_path / "v.npy", tmp_path / "v.png", "-k", "1,1"])[0] == 0
+    with Image.open(tmp_path / "v.png") as image:
+        assert image.mode == "L"
+        # round half to even, clip to 0..255, NaN -> 0
+        np.testing.assert_array_equal(np.asarray(image), [[0, 0, 2, 2], [254, 255, 255, 0]])
+
+
+def test_pool_grayscale_jpeg_in(tmp_path):
+    from PIL import Image
+
+    Image.fromarray(np.full((4, 4), 100, dtype=np.uint8)).save(tmp_path / "g.jpg")
+    assert run(["pool", tmp_path / "g.jpg", tmp_path / "g.npy", "-k", "4,4"])[0] == 0
+    y = np.load(tmp_path / "g.npy")
+    assert y.shape == (1, 1, 1, 1) and abs(y.item() - 100) < 3
+
+
+def test_pool_openvino(tmp_path, x):
+    import avgpool.openvino
+
+    code, text = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "--dialect", "openvino", "-k", "3,3",
+                      "-s", "2,2", "--pads-begin", "1,1", "--pads-end", "1,1", "--rounding-type", "ceil",
+                      "--exclude-pad", "false"])
+    assert code == 0 and "OpenVINO AvgPool-16" in text
+    expected = avgpool.openvino.avg_pool(x, [3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1],
+                                         rounding_type="ceil", exclude_pad=False)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+
+
+def test_pool_qlinear(tmp_path):
+    from avgpool.qlinear import qlinear_average_pool
+
+    q = np.random.default_rng(3).integers(0, 256, size=(3, 2, 6, 6), dtype=np.uint8)
+    np.save(tmp_path / "q.npy", q)
+    code, _ = run(["pool", tmp_path / "q.npy", tmp_path / "y.npy", "--dialect", "qlinear", "-k", "3,3", "-p", "1,1,1,1",
+                   "--x-scale", "0.1", "--x-zero-point", "95", "--y-scale", "0.2", "--y-zero-point", "115",
+                   "--count-include-pad", "--batch-size", "2"])
+    assert code == 0
+    expected = qlinear_average_pool(q, np.float32(0.1), np.uint8(95), np.float32(0.2), np.uint8(115), [3, 3],
+                                    pads=[1, 1, 1, 1], count_include_pad=1)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+
+
+def test_pool_onednn(tmp_path, x, capsys):
+    argv = ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "--dialect", "onednn", "--layout", "NCX", "-k", "2,2",
+            "-s", "2,2"]
+    if not HAS_ONEDNN:
+        fails(capsys, argv, "oneDNN dialect is not available")
+        return
+    import avgpool.onednn
+
+    assert run(argv)[0] == 0
+    expected = avgpool.onednn.avg_pool(x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0],
+                                       exclude_pad=True, data_format="NCX")
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+
+
+# ---------------------------------------------------------------- hostile and malformed files
+
+
+def test_pickled_npy_is_refused(tmp_path, capsys):
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    fails(capsys, ["pool", tmp_path / "obj.npy", tmp_path / "y.npy", "-k", "1,1"], "Python objects", "pickle")
+    # a raw pickle named .npy must not be unpickled either
+    (tmp_path / "raw.npy").write_bytes(pickle.dumps(np.zeros((1, 1, 2, 2))))
+    fails(capsys, ["pool", tmp_path / "raw.npy", tmp_path / "y.npy", "-k", "1,1"], "not a valid .npy file")
+    # nor an object array inside an .npz
+    np.savez(tmp_path / "obj.npz", a=np.array([object()], dtype=object))
+    fails(capsys, ["pool", tmp_path / "obj.npz", tmp_path / "y.npy", "-k", "1,1"], "Python objects")
+    assert not (tmp_path / "y.npy").exists()
+
+
+def test_truncated_and_padded_npy(tmp_path, x, capsys):
+    data = (tmp_path / "x.npy").read_bytes()
+    (tmp_path / "short.npy").write_bytes(data[: len(data) - 100])
+    fails(capsys, ["pool", tmp_path / "short.npy", tmp_path / "y.npy", "-k", "2,2"], "truncated", "(5, 3, 9, 8)")
+    (tmp_path / "header.npy").write_bytes(data[:20])
+    fails(capsys, ["pool", tmp_path / "header.npy", tmp_path / "y.npy", "-k", "2,2"], "not a valid .npy file")
+    (tmp_path / "long.npy").write_bytes(data + b"\0" * 8)
+    fails(capsys, ["pool", tmp_path / "long.npy", tmp_path / "y.npy", "-k", "2,2"], "8 unexpected bytes")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    fails(capsys, ["pool", tmp_path / "empty.npy", tmp_path / "y.npy", "-k", "2,2"], "not a valid .npy file")
+    # a header promising a huge array with no data behind it: refused before any allocation
+    header = {"descr": "<f4", "fortran_order": False, "shape": (10**6, 10**6, 10, 10)}
+    with open(tmp_path / "huge.npy", "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+    fails(capsys, ["pool", tmp_path / "huge.npy", tmp_path / "y.npy", "-k", "2,2"], "truncated")
+
+
+def test_malformed_npz_and_images(tmp_path, x, capsys):
+    (tmp_path / "bad.npz").write_bytes(b"PK\x03\x04 not really a zip")
+    fails(capsys, ["pool", tmp_path / "bad.npz", tmp_path / "y.npy", "-k", "2,2"], "not a valid .npz")
+    data = (tmp_path / "x.npy").read_bytes()
+    with zipfile.ZipFile(tmp_path / "short.npz", "w") as archive:
+        archive.writestr("x.npy", data[:-10])
+    fails(capsys, ["pool", tmp_path / "short.npz", tmp_path / "y.npy", "-k", "2,2"], "truncated")
+    fails(capsys, ["pool", tmp_path / "short.npz", tmp_path / "y.npy", "-k", "2,2", "--key", "nope"], "no array 'nope'")
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 30)
+    fails(capsys, ["pool", tmp_path / "bad.png", tmp_path / "y.npy", "-k", "2,2"], "not a readable PNG or JPEG")
+    from PIL import Image
+
+    Image.fromarray(np.zeros((4, 4), np.uint8)).save(tmp_path / "gif.png", format="GIF")
+    fails(capsys, ["pool", tmp_path / "gif.png", tmp_path / "y.npy", "-k", "2,2"], "GIF")
+
+
+def test_wrong_shapes_and_extensions(tmp_path, x, capsys):
+    np.save(tmp_path / "flat.npy", np.zeros((4, 4), np.float32))
+    fails(capsys, ["pool", tmp_path / "flat.npy", tmp_path / "y.npy", "-k", "2,2"], "at least 3 dimensions")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2,2"], "`kernel_shape` has 3 values")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "20,2"], "no output")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.png", "-k", "2,2"], "1 x C x H x W")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.csv", "-k", "2,2"], "unknown extension '.csv'")
+    (tmp_path / "x.txt").write_text("1 2 3")
+    fails(capsys, ["pool", tmp_path / "x.txt", tmp_path / "y.npy", "-k", "2,2"], "unknown extension '.txt'")
+    fails(capsys, ["pool", tmp_path / "missing.npy", tmp_path / "y.npy", "-k", "2,2"], "no such file")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1"], "2 values per spatial axis")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1,1", "--pads-begin", "1,1"],
+          "not both")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "qlinear"], "uint8")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino", "--layout", "NXC"],
+          "NCX only")
+
+
+# ---------------------------------------------------------------- run
+
+
+def _pool_model(opset: int, **attributes):
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("AveragePool", ["x"], ["y"], **attributes)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def test_run_model_with_inputs_outputs_and_check(tmp_path, capsys):
+    import onnx
+
+    onnx.save(_pool_model(11, kernel_shape=[3], pads=[1, 1], count_include_pad=1), tmp_path / "m.onnx")
+    x = np.arange(1, 11, dtype=np.float32).reshape(2, 1, 5)
+    np.save(tmp_path / "x.npy", x)
+    code, text = run(["run", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
+                      tmp_path / "out", "--check"])
+    assert code == 0, text
+    y = np.load(tmp_path / "out" / "y.npy")
+    np.testing.assert_allclose(y[0, 0], [1, 2, 3, 4, 3], rtol=1e-6)
+    assert "check y against onnxruntime: max abs diff" in text and "[ok" in text
+    # generated input: the symbolic batch is 1
+    code, text = run(["run", tmp_path / "m.onnx", "--output-dir", tmp_path / "gen", "--seed", "3"])
+    assert code == 0 and "input x: generated random 1x1x5 float32" in text
+    assert np.load(tmp_path / "gen" / "y.npy").shape == (1, 1, 5)
+
+
+def test_run_respects_the_model_opset(tmp_path):
+    import onnx
+
+    # semantics.md section 7: opset 1 never counts pads ([1.5, 2, 3, 4, 4.5]; onnx.reference gives [1, 2, 3, 4, 3])
+    onnx.save(_pool_model(1, kernel_shape=[3], pads=[1, 1]), tmp_path / "m1.onnx")
+    np.save(tmp_path / "x.npy", np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5))
+    code, _ = run(["run", tmp_path / "m1.onnx", "-i", f"x={tmp_path / 'x.npy'}", "-o", tmp_path / "o"])
+    assert code == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "o" / "y.npy").reshape(-1), [1.5, 2, 3, 4, 4.5])
+
+
+def test_run_errors(tmp_path, capsys):
+    import onnx
+
+    onnx.save(_pool_model(11, kernel_shape=[3]), tmp_path / "m.onnx")
+    (tmp_path / "bad.onnx").write_bytes(b"\x08\x07garbage\xff\xff")
+    fails(capsys, ["run", tmp_path / "bad.onnx"], "not a valid ONNX model")
+    fails(capsys, ["run", tmp_path / "nope.onnx"], "no such file")
+    np.save(tmp_path / "x.npy", np.zeros((1, 2, 5), np.float32))
+    fails(capsys, ["run", tmp_path / "m.onnx", "-i", f"x={tmp_path / 'x.npy'}"], "the model declares ?x1x5")
+    fails(capsys, ["run", tmp_path / "m.onnx", "-i", f"z={tmp_path / 'x.npy'}"], "no such input")
+    fails(capsys, ["run", tmp_path / "m.onnx", "-i", "x"], "NAME=PATH")
+    np.save(tmp_path / "x64.npy", np.zeros((1, 1, 5), np.float64))
+    fails(capsys, ["run", tmp_path / "m.onnx", "-i", f"x={tmp_path / 'x64.npy'}"], "dtype float64")
+    # an attribute the opset does not have: avgpool's message, exit 2
+    onnx.save(_pool_model(9, kernel_shape=[3], ceil_mode=1), tmp_path / "m9.onnx")
+    fails(capsys, ["run", tmp_path / "m9.onnx"], "`ceil_mode` does not exist before AveragePool-10")
+
+
+# ---------------------------------------------------------------- a real process
+
+
+def test_real_subprocess(tmp_path, x):
+    env = dict(os.environ, PYTHONWARNINGS="error")
+    done = subprocess.run([sys.executable, "-m", "avgpool", "pool", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"),
+                           "-k", "2,2", "-s", "2,2"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), avgpool.average_pool(x, [2, 2], strides=[2, 2]))
+    np.save(tmp_path / "obj.npy", np.array([None], dtype=object), allow_pickle=True)
+    done = subprocess.run([sys.executable, "-m", "avgpool", "pool", str(tmp_path / "obj.npy"), str(tmp_path / "z.npy"),
+                           "-k", "1"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("avgpool pool: error:") and "Traceback" not in done.stderr
+    assert done.stdout == ""
