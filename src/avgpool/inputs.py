@@ -46,3 +46,22 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if not out.flags.writeable:
         raise AvgPoolError("`out` is read-only")
     return out
+
+
+def as_input_shape(input_shape: Any) -> tuple[int, ...]:
+    """A shape given without data (the ``output_shape`` functions): a sequence of non-negative integers.
+
+    The rank is the dialect's to check.
+    """
+    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, (Sequence, np.ndarray)):
+        raise AvgPoolError(f"`input_shape` must be a sequence of integers, got {input_shape!r}")
+    shape = tuple(_shape_size(n) for n in input_shape)
+    if any(n < 0 for n in shape):
+        raise AvgPoolError(f"`input_shape` is {shape}: sizes must be non-negative")
+    return shape
+
+
+def _shape_size(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise AvgPoolError(f"`input_shape` must hold integers, got {value!r}")
+    return int(value)

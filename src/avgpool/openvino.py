@@ -11,7 +11,7 @@ from . import engine
 from .dialects import openvino as openvino_dialect
 from .empty_windows import apply_onednn_empty_windows
 from .errors import error_context
-from .inputs import as_input_array
+from .inputs import as_input_array, as_input_shape
 from .shape import infer_output_shape
 from .spec import Layout
 
@@ -72,7 +72,7 @@ def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, exclude_p
     """
     version = openvino_dialect.check_version(version)
     with error_context(openvino_dialect.label(version)):
-        shape = openvino_dialect.as_input_shape(input_shape)
+        shape = as_input_shape(input_shape)
         spec = openvino_dialect.make_spec(version, shape, kernel, exclude_pad=exclude_pad, strides=strides,
                                           pads_begin=pads_begin, pads_end=pads_end, rounding_type=rounding_type,
                                           auto_pad=auto_pad, dilations=dilations)

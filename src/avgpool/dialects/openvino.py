@@ -12,7 +12,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..attributes import MAX_ATTRIBUTE_VALUE, as_choice, as_flag, as_int, as_int_tuple
+from ..attributes import MAX_ATTRIBUTE_VALUE, as_choice, as_flag, as_int_tuple
 from ..errors import AvgPoolError
 from ..shape import same_pads
 from ..spec import Divisor, PadMode, PoolSpec, Rounding
@@ -37,16 +37,6 @@ def check_version(version: Any) -> int:
     if not valid or int(version) not in VERSIONS:
         raise AvgPoolError(f"OpenVINO AvgPool: `version` is {version!r}: it must be one of {', '.join(map(str, VERSIONS))}")
     return int(version)
-
-
-def as_input_shape(input_shape: Any) -> tuple[int, ...]:
-    """A shape given without data (for ``output_shape``): a sequence of non-negative integers."""
-    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, (Sequence, np.ndarray)):
-        raise AvgPoolError(f"`input_shape` must be a sequence of integers, got {input_shape!r}")
-    shape = tuple(as_int("input_shape", n) for n in input_shape)
-    if any(n < 0 for n in shape):
-        raise AvgPoolError(f"`input_shape` is {shape}: sizes must be non-negative")
-    return shape
 
 
 def _enum_name(name: str, value: Any, choices: Sequence[str]) -> str:
