@@ -74,11 +74,12 @@ def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...]) -> tup
     first = np.ascontiguousarray(last.first, dtype=np.int64)
     count = np.ascontiguousarray(last.count, dtype=np.int64)
     # onnxruntime divides by the int64 tap count (or prod(kernel_shape)) converted to float32
-    div = (row_factor[:, None] * last.divisor.astype(np.int64)[None, :]).astype(np.float32)
+    div = (row_factor[:, None] * last.divisor.astype(np.int64)[None, :]).astype(np.float32).reshape(-1)
     full = np.flatnonzero(count == kernel)
     full_lo, full_hi = (int(full[0]), int(full[-1]) + 1) if full.size else (0, 0)
     pad = geometry.spec.pads[-1][0]
-    return row_ptr, row_idx, first, count, div, full_lo, full_hi, kernel, geometry.spec.strides[-1], pad
+    ow = len(first)
+    return row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, geometry.spec.strides[-1], pad
 
 
 @functools.lru_cache(maxsize=256)
@@ -103,7 +104,7 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
         n = geometry.image_size
         if nxc:
             return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch, channels), size, ())
-        return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels, n), (batch * channels,), size, ())
+        return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,), size, ())
     tables = _general_tables(geometry, spatial)
     rows_in, width = int(np.prod(spatial[:-1])), spatial[-1]
     rows_out, ow = int(np.prod(out_shape[1:-2] if nxc else out_shape[2:-1])), (out_shape[-2] if nxc else out_shape[-1])
@@ -114,7 +115,7 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
                         (batch, rows_out, ow, channels), work, tables)
     work = size + batch * channels * taps
     return Prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
-                    (batch * channels, rows_out, ow), work, tables)
+                    (batch * channels, rows_out * ow), work, tables)
 
 
 def run(prepared: Prepared, x: np.ndarray, params: dialect.QuantParams) -> np.ndarray:
@@ -126,11 +127,10 @@ def run(prepared: Prepared, x: np.ndarray, params: dialect.QuantParams) -> np.nd
     xv = x.reshape(prepared.x_view)
     ov = out.reshape(prepared.out_view)
     if kind == _GENERAL_NCX or kind == _GENERAL_NXC:
-        yzp = np.float32(params.y_zero_point)
-        qmin, qmax = np.float32(params.qmin), np.float32(params.qmax)
+        yzp, qmin, qmax = params.y_zero_point, params.qmin, params.qmax
         t = prepared.tables
         if kind == _GENERAL_NCX:
-            kernels.pool_ncx(xv, ov, _chunks(prepared.work, ov.shape[0] * ov.shape[1]), *t,
+            kernels.pool_ncx(xv, ov, _chunks(prepared.work, ov.shape[0] * (ov.shape[1] // t[5])), *t,
                              params.x_scale, params.x_zero_point, params.y_scale, yzp, qmin, qmax)
         else:
             kernels.pool_nxc(xv, ov, _chunks(prepared.work, ov.shape[0] * ov.shape[1] * ov.shape[2]), *t[:5],
@@ -141,7 +141,7 @@ def run(prepared: Prepared, x: np.ndarray, params: dialect.QuantParams) -> np.nd
     yzp = params.y_zero_point
     lo, hi = np.float32(params.qmin - yzp), np.float32(params.qmax - yzp)
     bias = -params.x_zero_point * n
-    chunks = _chunks(prepared.work, xv.shape[0])
+    chunks = _chunks(prepared.work, ov.shape[0])
     if kind == _GLOBAL_NCX:
         kernels.global_ncx(xv, ov, chunks, bias, scale, lo, hi, yzp)
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,6 +29,7 @@ GLOBAL_SCALE_MAX = np.float32(256.0)
 #: ... and an image of 2**24 elements or more (MLAS CheckQLinearGlobalAveragePoolScaleAndSize).
 GLOBAL_MAX_IMAGE = 1 << 24
 
+_BOUNDS = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 _AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
@@ -42,8 +43,7 @@ class Geometry:
     image_size: int  # prod(kernel_shape): the element count of a global-path window
 
 
-@dataclass(frozen=True)
-class QuantParams:
+class QuantParams(NamedTuple):
     """The scalar quantisation inputs, validated: scales as float32, zero points as ints."""
 
     x_scale: np.float32
@@ -154,7 +154,7 @@ def _scalar(name: str, value: Any) -> Any:
         if value.ndim > 1 or value.size != 1:
             raise AvgPoolError(f"`{name}` has shape {value.shape}: it must be a scalar or a 1-D tensor of 1 element "
                                "(per-tensor quantisation)")
-        return value.reshape(()).item() if value.dtype.kind in "biufc" else value.reshape(())[()]
+        return value.reshape(())[()]
     if isinstance(value, (list, tuple)):
         if len(value) != 1:
             raise AvgPoolError(f"`{name}` has {len(value)} values: it must be a scalar or a 1-D tensor of 1 element "
@@ -164,12 +164,13 @@ def _scalar(name: str, value: Any) -> Any:
 
 
 def parse_scale(name: str, value: Any) -> np.float32:
-    """A scale as onnxruntime reads it: one float32."""
-    item = _scalar(name, value)
-    if isinstance(item, (bool, np.bool_)) or not isinstance(item, (numbers.Real, np.floating, np.integer)):
-        raise AvgPoolError(f"`{name}` must be a real number (float32), got {item!r}")
-    scale = np.float32(item)
-    if not np.isfinite(scale):
+    """A scale as onnxruntime reads it: one float32 (other real numbers are converted), finite."""
+    if type(value) is not float:
+        value = _scalar(name, value)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+            raise AvgPoolError(f"`{name}` must be a real number (float32), got {value!r}")
+    scale = np.float32(value)
+    if not math.isfinite(scale):
         raise AvgPoolError(f"`{name}` is {float(scale)}: it must be finite (onnxruntime's float-to-int "
                            "conversion of the result would be undefined)")
     return scale
@@ -177,6 +178,9 @@ def parse_scale(name: str, value: Any) -> np.float32:
 
 def parse_zero_point(name: str, value: Any, dtype: np.dtype) -> int:
     """A zero point: absent (0), a Python int in the dtype's range, or a tensor of X's dtype."""
+    low, high = _BOUNDS[dtype]
+    if type(value) is int and low <= value <= high:
+        return value
     if value is None:
         return 0
     if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype != dtype:
@@ -184,10 +188,8 @@ def parse_zero_point(name: str, value: Any, dtype: np.dtype) -> int:
     item = _scalar(name, value)
     if isinstance(item, (bool, np.bool_)) or not isinstance(item, (numbers.Integral, np.integer)):
         raise AvgPoolError(f"`{name}` must be an integer of X's dtype {dtype.name}, got {item!r}")
-    info = np.iinfo(dtype)
-    if not info.min <= int(item) <= info.max:
-        raise AvgPoolError(f"`{name}` is {int(item)}: it does not fit X's dtype {dtype.name} "
-                           f"([{info.min}, {info.max}])")
+    if not low <= int(item) <= high:
+        raise AvgPoolError(f"`{name}` is {int(item)}: it does not fit X's dtype {dtype.name} ([{low}, {high}])")
     return int(item)
 
 
@@ -196,9 +198,9 @@ def make_quant_params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale:
     ys = parse_scale("y_scale", y_scale)
     if ys == 0:
         raise AvgPoolError("`y_scale` is 0: it must be non-zero (the output is divided by it)")
-    info = np.iinfo(dtype)
+    low, high = _BOUNDS[dtype]
     return QuantParams(xs, parse_zero_point("x_zero_point", x_zero_point, dtype), ys,
-                       parse_zero_point("y_zero_point", y_zero_point, dtype), int(info.min), int(info.max))
+                       parse_zero_point("y_zero_point", y_zero_point, dtype), low, high)
 
 
 def global_scale(params: QuantParams, image_size: int) -> np.float32:

@@ -8,7 +8,7 @@ order) times a range of the last axis (``first``/``count``), so the taps of ever
 in onnxruntime's row-major order and its float32 sums are reproduced bit for bit.
 
 General path, per output value (onnxruntime ``QLinearPool*Task``):
-    ``acc = 0f; acc += x_scale * float(int(x) - x_zp)`` over the taps in row-major order,
+    ``acc = 0f; acc += x_scale * float(int(x) - x_zp)`` (``float(x) - float(x_zp)`` is the same, exactly) over the taps in row-major order,
     ``q = rint(acc / float(divisor) / y_scale + float(y_zp))`` in float32, clamped to [qmin, qmax].
 Global path (MLAS ``MlasQLinearGlobalAveragePool``):
     ``S = int32(sum(x) - x_zp * n)``, ``f = float(S) * scale`` clamped to
@@ -20,86 +20,111 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _quantize(acc, divisor, ys, yzp, qmin, qmax):
+    """onnxruntime's ``nearbyintf(acc / divisor / y_scale + y_zp)`` clamped to [qmin, qmax], all in
+    float32; clamping first (the bounds are integers) saturates where its int cast is undefined."""
+    q = acc / divisor / ys + np.float32(yzp)
+    q = q if q > np.float32(qmin) else np.float32(qmin)  # NaN -> qmin
+    q = q if q < np.float32(qmax) else np.float32(qmax)
+    return np.int32(np.rint(q))
+
+
 # ---------------------------------------------------------------------------------------------
 # general (float) path, channels first: x (P, R_in, W), out (P, R_out, OW), P = N * C
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
-def _ncx_rows(x, out, lo, hi, row_ptr, row_idx, first, count, div, full_lo, full_hi, kernel, stride, pad,
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+def _ncx_rows(x, out, lo, hi, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, stride, pad,
               xs, xzp, ys, yzp, qmin, qmax):
-    """Output rows ``lo <= item < hi`` (item = plane * R_out + row)."""
-    width = x.shape[2]
-    rows_out = out.shape[1]
-    ow = out.shape[2]
-    acc = np.empty(ow, np.float32)
-    frow = np.empty(width, np.float32)
-    for item in range(lo, hi):
+    """Output rows ``lo <= item < hi`` (item = plane * R_out + row); ``out`` is (P, R_out * OW).
+
+    Loops run from 0 over slices (numba then drops its negative-index wrap-around and LLVM
+    vectorises them), and taps are dequantized where they are read (uint8 reads into a float32
+    accumulator cannot alias, so no runtime alias checks either). Sums are quantized a block of
+    rows at a time, so that the divisions run in long vector loops too.
+    """
+    rows_out = out.shape[1] // ow
+    n_full = full_hi - full_lo
+    block = max(1, 1024 // ow)
+    acc = np.empty(block * ow, np.float32)
+    fzp = np.float32(xzp)  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
+    item = lo
+    while item < hi:
         p = item // rows_out
-        r = item - p * rows_out
-        for o in range(ow):
-            acc[o] = np.float32(0.0)
-        for t in range(row_ptr[r], row_ptr[r + 1]):
-            xrow = x[p, row_idx[t]]
-            for w in range(width):
-                frow[w] = xs * np.float32(np.int32(xrow[w]) - xzp)
-            # windows lying wholly inside the row: tap-major, vectorised over the outputs
-            for j in range(kernel):
-                base = j - pad
-                for o in range(full_lo, full_hi):
-                    acc[o] += frow[o * stride + base]
-            # clipped windows at both ends
-            for o in range(full_lo):
-                a = acc[o]
-                for i in range(first[o], first[o] + count[o]):
-                    a += frow[i]
-                acc[o] = a
-            for o in range(full_hi, ow):
-                a = acc[o]
-                for i in range(first[o], first[o] + count[o]):
-                    a += frow[i]
-                acc[o] = a
-        drow = div[r]
-        orow = out[p, r]
-        for o in range(ow):
-            q = acc[o] / drow[o] / ys + yzp
-            if not q >= qmin:  # also NaN
-                q = qmin
-            elif q > qmax:
-                q = qmax
-            orow[o] = np.int32(np.rint(q))
+        r0 = item - p * rows_out
+        r1 = min(rows_out, r0 + block, r0 + hi - item)
+        for r in range(r0, r1):
+            arow = acc[(r - r0) * ow:(r - r0 + 1) * ow]
+            arow[:] = np.float32(0.0)
+            inner = arow[full_lo:full_hi]
+            for t in range(row_ptr[r], row_ptr[r + 1]):
+                xrow = x[p, row_idx[t]]
+                # windows lying wholly inside the row: tap-major, vectorised over the outputs
+                for j in range(kernel):
+                    xr = xrow[full_lo * stride - pad + j:]
+                    if stride == 1:
+                        for i in range(n_full):
+                            inner[i] += xs * (np.float32(xr[i]) - fzp)
+                    elif stride == 2:
+                        for i in range(n_full):
+                            inner[i] += xs * (np.float32(xr[2 * i]) - fzp)
+                    else:
+                        for i in range(n_full):
+                            inner[i] += xs * (np.float32(xr[stride * i]) - fzp)
+                # clipped windows at both ends
+                for o in range(full_lo):
+                    a = arow[o]
+                    for i in range(first[o], first[o] + count[o]):
+                        a += xs * (np.float32(xrow[i]) - fzp)
+                    arow[o] = a
+                for o in range(full_hi, ow):
+                    a = arow[o]
+                    for i in range(first[o], first[o] + count[o]):
+                        a += xs * (np.float32(xrow[i]) - fzp)
+                    arow[o] = a
+        nq = (r1 - r0) * ow
+        aq = acc[:nq]
+        dq = div[r0 * ow:r1 * ow]
+        oq = out[p, r0 * ow:r1 * ow]
+        for i in range(nq):
+            oq[i] = _quantize(aq[i], dq[i], ys, yzp, qmin, qmax)
+        item += r1 - r0
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, full_lo, full_hi, kernel, stride,
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+def _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, stride,
                        pad, xs, xzp, ys, yzp, qmin, qmax):
-    total = out.shape[0] * out.shape[1]
+    total = out.shape[0] * (out.shape[1] // ow)
     for c in prange(chunks):
-        _ncx_rows(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div,
+        _ncx_rows(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div, ow,
                   full_lo, full_hi, kernel, stride, pad, xs, xzp, ys, yzp, qmin, qmax)
 
 
-def pool_ncx(x, out, chunks, row_ptr, row_idx, first, count, div, full_lo, full_hi, kernel, stride, pad,
+def pool_ncx(x, out, chunks, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, stride, pad,
              xs, xzp, ys, yzp, qmin, qmax):
-    """General path, channels first; ``chunks`` > 1 runs that many pieces on numba threads."""
+    """General path, channels first: x (N * C, R_in, W), out (N * C, R_out * OW), ``div`` the
+    float32 divisors (R_out * OW); ``chunks`` > 1 runs that many pieces on numba threads."""
     if chunks > 1:
-        _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, full_lo, full_hi, kernel, stride,
-                           pad, xs, xzp, ys, yzp, qmin, qmax)
+        _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel,
+                           stride, pad, xs, xzp, ys, yzp, qmin, qmax)
     else:
-        _ncx_rows(x, out, 0, out.shape[0] * out.shape[1], row_ptr, row_idx, first, count, div, full_lo, full_hi,
-                  kernel, stride, pad, xs, xzp, ys, yzp, qmin, qmax)
+        _ncx_rows(x, out, 0, out.shape[0] * (out.shape[1] // ow), row_ptr, row_idx, first, count, div, ow, full_lo,
+                  full_hi, kernel, stride, pad, xs, xzp, ys, yzp, qmin, qmax)
 
 
 # ---------------------------------------------------------------------------------------------
 # general (float) path, channels last: x (N, R_in, W, C), out (N, R_out, OW, C)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, xs, xzp, ys, yzp, qmin, qmax):
     """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column)."""
     rows_out = out.shape[1]
     ow = out.shape[2]
     channels = out.shape[3]
     acc = np.empty(channels, np.float32)
+    fzp = np.float32(xzp)  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
     for item in range(lo, hi):
         nr = item // ow
         o = item - nr * ow
@@ -112,19 +137,14 @@ def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, xs, xzp, ys
             for w in range(first[o], first[o] + count[o]):
                 xv = xrow[w]
                 for c in range(channels):
-                    acc[c] += xs * np.float32(np.int32(xv[c]) - xzp)
-        d = div[r, o]
+                    acc[c] += xs * (np.float32(xv[c]) - fzp)
+        d = div[r * ow + o]
         orow = out[n, r, o]
         for c in range(channels):
-            q = acc[c] / d / ys + yzp
-            if not q >= qmin:  # also NaN
-                q = qmin
-            elif q > qmax:
-                q = qmax
-            orow[c] = np.int32(np.rint(q))
+            orow[c] = _quantize(acc[c], d, ys, yzp, qmin, qmax)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _nxc_points_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, xs, xzp, ys, yzp, qmin, qmax):
     total = out.shape[0] * out.shape[1] * out.shape[2]
     for c in prange(chunks):
@@ -145,64 +165,66 @@ def pool_nxc(x, out, chunks, row_ptr, row_idx, first, count, div, xs, xzp, ys, y
 # integer global path
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _requantize(total, bias, scale, lo, hi, yzp):
+    """MLAS: ``f = float(int32(total + bias)) * scale`` clamped to [lo, hi], rounded half to even."""
     s = total + bias
     s = ((s + 2147483648) & 4294967295) - 2147483648  # int32 wrap-around, as the SIMD sums do
     f = np.float32(s) * scale
-    if not f >= lo:
-        f = lo
-    elif f > hi:
-        f = hi
+    f = f if f > lo else lo
+    f = f if f < hi else hi
     return np.int32(np.rint(f)) + yzp
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _global_ncx(x, out, lo, hi, bias, scale, flo, fhi, yzp):
-    """x (P, n), out (P,): planes ``lo <= p < hi``."""
-    n = x.shape[1]
+    """x (P * n,) flat, out (P,): planes ``lo <= p < hi``."""
+    n = x.shape[0] // out.shape[0]
+    sums = np.empty(hi - lo, np.int64)
     for p in range(lo, hi):
         total = 0
-        row = x[p]
+        row = x[p * n:(p + 1) * n]
         for i in range(n):
-            total += row[i]
-        out[p] = _requantize(total, bias, scale, flo, fhi, yzp)
+            total += np.int32(row[i])
+        sums[p - lo] = total
+    part = out[lo:hi]
+    for i in range(hi - lo):
+        part[i] = _requantize(sums[i], bias, scale, flo, fhi, yzp)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _global_ncx_parallel(x, out, chunks, bias, scale, flo, fhi, yzp):
-    total = x.shape[0]
+    total = out.shape[0]
     for c in prange(chunks):
         _global_ncx(x, out, total * c // chunks, total * (c + 1) // chunks, bias, scale, flo, fhi, yzp)
 
 
 def global_ncx(x, out, chunks, bias, scale, flo, fhi, yzp):
-    """Integer global path, channels first: x (N * C, n) -> out (N * C,)."""
+    """Integer global path, channels first: x (N * C * n,) flat -> out (N * C,)."""
     if chunks > 1:
         _global_ncx_parallel(x, out, chunks, bias, scale, flo, fhi, yzp)
     else:
-        _global_ncx(x, out, 0, x.shape[0], bias, scale, flo, fhi, yzp)
+        _global_ncx(x, out, 0, out.shape[0], bias, scale, flo, fhi, yzp)
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def _global_nxc(x, out, lo, hi, bias, scale, flo, fhi, yzp):
     """x (N, n, C), out (N, C): batches ``lo <= b < hi``."""
     n = x.shape[1]
     channels = x.shape[2]
-    acc = np.empty(channels, np.int64)
+    acc = np.empty(channels, np.int32)  # int32 lanes wrap around exactly as MLAS's do
     for b in range(lo, hi):
-        for c in range(channels):
-            acc[c] = 0
+        acc[:] = 0
         for i in range(n):
             row = x[b, i]
             for c in range(channels):
-                acc[c] += row[c]
+                acc[c] += np.int32(row[c])
         orow = out[b]
         for c in range(channels):
             orow[c] = _requantize(acc[c], bias, scale, flo, fhi, yzp)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def _global_nxc_parallel(x, out, chunks, bias, scale, flo, fhi, yzp):
     total = x.shape[0]
     for c in prange(chunks):
