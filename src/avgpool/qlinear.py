@@ -14,6 +14,10 @@ from .errors import AvgPoolError
 _DTYPES = frozenset(dialect.DTYPES)
 
 
+_PARAMS: dict = {}  # (x_scale, x_zp, y_scale, y_zp, dtype) of plain Python numbers -> QuantParams
+_PARAMS_CACHE = 256
+
+
 class _Unhashable(Exception):
     pass
 
@@ -23,9 +27,27 @@ def _freeze(value: Any) -> Any:
     kind = type(value)
     if value is None or kind is int or kind is bool or kind is str:
         return value
-    if (kind is tuple or kind is list) and all(type(item) is int for item in value):
+    if kind is tuple or kind is list:
+        for item in value:
+            if type(item) is not int:
+                raise _Unhashable
         return tuple(value)
     raise _Unhashable
+
+
+def _params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any) -> dialect.QuantParams:
+    """Validated scales and zero points, remembered when they are plain Python floats and ints."""
+    if (type(x_scale) is float and type(y_scale) is float and (x_zero_point is None or type(x_zero_point) is int)
+            and (y_zero_point is None or type(y_zero_point) is int)):
+        key = (x_scale, x_zero_point, y_scale, y_zero_point, dtype)
+        found = _PARAMS.get(key)
+        if found is None:
+            found = dialect.make_quant_params(dtype, x_scale, x_zero_point, y_scale, y_zero_point)
+            if len(_PARAMS) >= _PARAMS_CACHE:
+                _PARAMS.clear()
+            _PARAMS[key] = found
+        return found
+    return dialect.make_quant_params(dtype, x_scale, x_zero_point, y_scale, y_zero_point)
 
 
 def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
@@ -73,17 +95,17 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
         array = x if type(x) is np.ndarray else _as_array(x)
         if array.dtype not in _DTYPES:
             dialect.check_dtype(array.dtype)
-        attributes = (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last)
         try:
-            key = tuple(_freeze(a) for a in attributes)
+            prepared = qlinear_engine.prepare_cached(
+                array.shape, array.dtype, _freeze(kernel_shape), _freeze(strides), _freeze(pads), _freeze(auto_pad),
+                _freeze(ceil_mode), _freeze(count_include_pad), _freeze(channels_last))
         except _Unhashable:
-            prepared = qlinear_engine.prepare(array.shape, array.dtype, *attributes)
-        else:
-            prepared = qlinear_engine.prepare_cached(array.shape, array.dtype, *key)
-        params = dialect.make_quant_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
+            prepared = qlinear_engine.prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad,
+                                              ceil_mode, count_include_pad, channels_last)
+        scalars = prepared.scalars(_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point))
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
-        return qlinear_engine.run(prepared, array, params)
+        return qlinear_engine.run(prepared, array, scalars)
     except AvgPoolError as err:
         message = str(err)
         if message.startswith(dialect.LABEL + ":"):

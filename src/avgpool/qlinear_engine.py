@@ -1,13 +1,15 @@
 """Run QLinearAveragePool: onnxruntime geometry -> window tables (from :mod:`avgpool.plan`) -> kernel.
 
-The tables, output shape and thread split are prepared once per (attributes, input shape, dtype)
-and cached: a call then costs a dtype check, the scalar inputs, one allocation and the kernel.
+Everything that depends only on (attributes, input shape, dtype) is prepared once and cached
+(:func:`prepare_cached`), and so are the kernel's scalar arrays for each set of scales and zero
+points (:meth:`Prepared.scalars`): a repeated call costs a dtype check, two dictionary lookups,
+one allocation and the kernel.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numba
@@ -20,11 +22,18 @@ from .shape import infer_output_shape
 from .spec import Layout
 
 #: Below this many operations (input reads plus tap additions) a call runs on one thread: a numba
-#: thread launch costs a few microseconds.
-PARALLEL_WORK = 1 << 18
+#: thread launch costs a few microseconds, and on a busy machine far more.
+PARALLEL_WORK = 1 << 22
 _CHUNKS_PER_THREAD = 2
+_SCALARS_CACHE = 64
 
 _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC = range(5)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    array.setflags(write=False)
+    return array
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,9 +44,34 @@ class Prepared:
     out_shape: tuple[int, ...]
     kind: int
     x_view: tuple[int, ...]  # the input reshaped for the kernel
-    out_view: tuple[int, ...]  # the output reshaped for the kernel
-    work: int
-    tables: tuple[Any, ...]  # window tables for the general path
+    out_view: tuple[int, ...]  # the output allocated in this shape for the kernel
+    chunks: int  # 1: serial; more: that many pieces on numba threads
+    tables: tuple[np.ndarray, ...]  # window tables of the general path
+    _scalars: dict = field(default_factory=dict)
+
+    def scalars(self, params: dialect.QuantParams) -> tuple[np.ndarray, np.ndarray]:
+        """The kernel's (float32, int64) scalar arrays for these quantisation values (cached;
+        the global path's range check happens here)."""
+        found = self._scalars.get(params)
+        if found is None:
+            found = _make_scalars(self, params)
+            if len(self._scalars) >= _SCALARS_CACHE:
+                self._scalars.clear()
+            self._scalars[params] = found
+        return found
+
+
+def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.ndarray, np.ndarray]:
+    if prepared.kind in (_GLOBAL_NCX, _GLOBAL_NXC):
+        n = prepared.geometry.image_size
+        scale = dialect.global_scale(params, n)
+        yzp = params.y_zero_point
+        fq = np.array([scale, params.qmin - yzp, params.qmax - yzp], np.float32)
+        iq = np.array([-params.x_zero_point * n, yzp], np.int64)
+    else:
+        fq = np.array([params.x_scale, params.y_scale], np.float32)
+        iq = np.array([params.x_zero_point, params.y_zero_point, params.qmin, params.qmax], np.int64)
+    return _frozen(fq), _frozen(iq)
 
 
 def _chunks(work: int, items: int) -> int:
@@ -55,31 +89,30 @@ def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.
     for plan, length in zip(plans, spatial):
         width = max(1, int(plan.count.max(initial=0)))
         taps = np.arange(width, dtype=np.int64)
-        axis_idx = plan.first[:, None] + taps[None, :]  # (O_a, width)
+        axis_idx = plan.first[:, None] + taps[None, :]  # (O_a, width): the valid taps, in order
         axis_valid = taps[None, :] < plan.count[:, None]
-        rows, k_prev = idx.shape
-        idx = (idx[:, None, :, None] * length + axis_idx[None, :, None, :]).reshape(rows * len(plan.first), -1)
-        valid = (valid[:, None, :, None] & axis_valid[None, :, None, :]).reshape(rows * len(plan.first), -1)
+        rows, outs = idx.shape[0], len(plan.first)
+        idx = (idx[:, None, :, None] * length + axis_idx[None, :, None, :]).reshape(rows * outs, -1)
+        valid = (valid[:, None, :, None] & axis_valid[None, :, None, :]).reshape(rows * outs, -1)
         factor = (factor[:, None] * plan.divisor.astype(np.int64)[None, :]).reshape(-1)
     row_ptr = np.zeros(idx.shape[0] + 1, np.int64)
     np.cumsum(valid.sum(axis=1), out=row_ptr[1:])
-    return row_ptr, np.ascontiguousarray(idx[valid]), factor
+    return row_ptr, idx[valid], factor
 
 
-def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...]) -> tuple[Any, ...]:
+def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...]) -> tuple[np.ndarray, ...]:
     plans = make_plan(geometry.spec, spatial)
     row_ptr, row_idx, row_factor = _row_tables(plans[:-1], spatial[:-1])
     last = plans[-1]
     kernel = geometry.spec.kernel[-1]
-    first = np.ascontiguousarray(last.first, dtype=np.int64)
-    count = np.ascontiguousarray(last.count, dtype=np.int64)
+    count = last.count.astype(np.int64)
     # onnxruntime divides by the int64 tap count (or prod(kernel_shape)) converted to float32
     div = (row_factor[:, None] * last.divisor.astype(np.int64)[None, :]).astype(np.float32).reshape(-1)
-    full = np.flatnonzero(count == kernel)
+    full = np.flatnonzero(count == kernel)  # windows wholly inside the last axis: a contiguous run
     full_lo, full_hi = (int(full[0]), int(full[-1]) + 1) if full.size else (0, 0)
-    pad = geometry.spec.pads[-1][0]
-    ow = len(first)
-    return row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, geometry.spec.strides[-1], pad
+    geo = np.array([len(count), full_lo, full_hi, kernel, geometry.spec.strides[-1], geometry.spec.pads[-1][0]],
+                   np.int64)
+    return tuple(_frozen(a) for a in (row_ptr, row_idx, last.first.astype(np.int64), count, div, geo))
 
 
 @functools.lru_cache(maxsize=256)
@@ -90,6 +123,7 @@ def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) ->
 
 def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
             ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> Prepared:
+    """Validate the attributes for an input shape and build the kernel's tables."""
     dialect.check_dtype(dtype)
     geometry = dialect.make_geometry(shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
                                      channels_last)
@@ -99,51 +133,37 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
     size = int(np.prod(shape))
     if int(np.prod(out_shape)) == 0:
-        return Prepared(geometry, out_shape, _EMPTY, (), (), 0, ())
+        return Prepared(geometry, out_shape, _EMPTY, (), out_shape, 1, ())
     if geometry.global_path:
         n = geometry.image_size
         if nxc:
-            return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch, channels), size, ())
-        return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,), size, ())
+            return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch, channels),
+                            _chunks(size, batch), ())
+        return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
+                        _chunks(size, batch * channels), ())
     tables = _general_tables(geometry, spatial)
     rows_in, width = int(np.prod(spatial[:-1])), spatial[-1]
-    rows_out, ow = int(np.prod(out_shape[1:-2] if nxc else out_shape[2:-1])), (out_shape[-2] if nxc else out_shape[-1])
-    taps = int(tables[0][-1]) * int(tables[3].sum())  # sum over windows of the taps, per plane
+    out_spatial = out_shape[1:-1] if nxc else out_shape[2:]
+    rows_out, ow = int(np.prod(out_spatial[:-1])), out_spatial[-1]
+    work = size + batch * channels * int(tables[0][-1]) * int(tables[3].sum())  # reads + tap additions
     if nxc:
-        work = size + batch * channels * taps
         return Prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
-                        (batch, rows_out, ow, channels), work, tables)
-    work = size + batch * channels * taps
+                        (batch, rows_out, ow, channels), _chunks(work, batch * rows_out * ow), tables)
     return Prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
-                    (batch * channels, rows_out * ow), work, tables)
+                    (batch * channels, rows_out * ow), _chunks(work, batch * channels * rows_out), tables)
 
 
-def run(prepared: Prepared, x: np.ndarray, params: dialect.QuantParams) -> np.ndarray:
-    """Pool a C-contiguous uint8/int8 array with validated scalars."""
-    out = np.empty(prepared.out_shape, x.dtype)
+def run(prepared: Prepared, x: np.ndarray, scalars: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Pool a C-contiguous uint8/int8 array of the prepared shape."""
+    out = np.empty(prepared.out_view, x.dtype)
     kind = prepared.kind
-    if kind == _EMPTY:
-        return out
-    xv = x.reshape(prepared.x_view)
-    ov = out.reshape(prepared.out_view)
-    if kind == _GENERAL_NCX or kind == _GENERAL_NXC:
-        yzp, qmin, qmax = params.y_zero_point, params.qmin, params.qmax
+    if kind == _GENERAL_NCX:
+        kernels.pool_ncx(x.reshape(prepared.x_view), out, prepared.chunks, *prepared.tables, *scalars)
+    elif kind == _GENERAL_NXC:
         t = prepared.tables
-        if kind == _GENERAL_NCX:
-            kernels.pool_ncx(xv, ov, _chunks(prepared.work, ov.shape[0] * (ov.shape[1] // t[5])), *t,
-                             params.x_scale, params.x_zero_point, params.y_scale, yzp, qmin, qmax)
-        else:
-            kernels.pool_nxc(xv, ov, _chunks(prepared.work, ov.shape[0] * ov.shape[1] * ov.shape[2]), *t[:5],
-                             params.x_scale, params.x_zero_point, params.y_scale, yzp, qmin, qmax)
-        return out
-    n = prepared.geometry.image_size
-    scale = dialect.global_scale(params, n)
-    yzp = params.y_zero_point
-    lo, hi = np.float32(params.qmin - yzp), np.float32(params.qmax - yzp)
-    bias = -params.x_zero_point * n
-    chunks = _chunks(prepared.work, ov.shape[0])
-    if kind == _GLOBAL_NCX:
-        kernels.global_ncx(xv, ov, chunks, bias, scale, lo, hi, yzp)
-    else:
-        kernels.global_nxc(xv, ov, chunks, bias, scale, lo, hi, yzp)
-    return out
+        kernels.pool_nxc(x.reshape(prepared.x_view), out, prepared.chunks, t[0], t[1], t[2], t[3], t[4], *scalars)
+    elif kind == _GLOBAL_NCX:
+        kernels.global_ncx(x.reshape(prepared.x_view), out, prepared.chunks, *scalars)
+    elif kind == _GLOBAL_NXC:
+        kernels.global_nxc(x.reshape(prepared.x_view), out, prepared.chunks, *scalars)
+    return out.reshape(prepared.out_shape)

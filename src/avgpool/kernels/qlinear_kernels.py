@@ -1,6 +1,8 @@
 """numba kernels for QLinearAveragePool (uint8/int8), bit-exact with onnxruntime's CPU kernel.
 
 They take arrays and integers and validate nothing. Compiled on first use and cached on disk.
+Scalars travel in small arrays (``geo``: int64 geometry; ``fq``/``iq``: float32/int64 quantisation
+values): numba types an array argument several times faster than a float32 scalar.
 
 The spatial axes are folded into two: "rows" (every spatial axis but the last, flattened) and the
 last axis. An output row's window is a list of input rows (``row_ptr``/``row_idx``, in row-major
@@ -23,32 +25,37 @@ from numba import njit, prange
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _quantize(acc, divisor, ys, yzp, qmin, qmax):
     """onnxruntime's ``nearbyintf(acc / divisor / y_scale + y_zp)`` clamped to [qmin, qmax], all in
-    float32; clamping first (the bounds are integers) saturates where its int cast is undefined."""
-    q = acc / divisor / ys + np.float32(yzp)
-    q = q if q > np.float32(qmin) else np.float32(qmin)  # NaN -> qmin
-    q = q if q < np.float32(qmax) else np.float32(qmax)
+    float32 (yzp, qmin, qmax are float32 integers); clamping first saturates where onnxruntime's
+    int cast is undefined."""
+    q = acc / divisor / ys + yzp
+    q = q if q > qmin else qmin  # NaN -> qmin
+    q = q if q < qmax else qmax
     return np.int32(np.rint(q))
 
 
 # ---------------------------------------------------------------------------------------------
-# general (float) path, channels first: x (P, R_in, W), out (P, R_out, OW), P = N * C
+# general (float) path, channels first: x (P, R_in, W), out (P, R_out * OW), P = N * C
+# geo = [OW, full_lo, full_hi, kernel, stride, pad] of the last axis; fq = [x_scale, y_scale];
+# iq = [x_zp, y_zp, qmin, qmax]
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _ncx_rows(x, out, lo, hi, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, stride, pad,
-              xs, xzp, ys, yzp, qmin, qmax):
-    """Output rows ``lo <= item < hi`` (item = plane * R_out + row); ``out`` is (P, R_out * OW).
+def _ncx_rows(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
+    """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
 
     Loops run from 0 over slices (numba then drops its negative-index wrap-around and LLVM
     vectorises them), and taps are dequantized where they are read (uint8 reads into a float32
     accumulator cannot alias, so no runtime alias checks either). Sums are quantized a block of
     rows at a time, so that the divisions run in long vector loops too.
     """
+    ow, full_lo, full_hi, kernel, stride, pad = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    xs, ys = fq[0], fq[1]
+    fzp = np.float32(iq[0])  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
+    yzp, qmin, qmax = np.float32(iq[1]), np.float32(iq[2]), np.float32(iq[3])
     rows_out = out.shape[1] // ow
     n_full = full_hi - full_lo
     block = max(1, 1024 // ow)
     acc = np.empty(block * ow, np.float32)
-    fzp = np.float32(xzp)  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
     item = lo
     while item < hi:
         p = item // rows_out
@@ -93,24 +100,21 @@ def _ncx_rows(x, out, lo, hi, row_ptr, row_idx, first, count, div, ow, full_lo, 
 
 
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, stride,
-                       pad, xs, xzp, ys, yzp, qmin, qmax):
-    total = out.shape[0] * (out.shape[1] // ow)
+def _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, geo, fq, iq):
+    total = out.shape[0] * (out.shape[1] // geo[0])
     for c in prange(chunks):
-        _ncx_rows(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div, ow,
-                  full_lo, full_hi, kernel, stride, pad, xs, xzp, ys, yzp, qmin, qmax)
+        _ncx_rows(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div, geo,
+                  fq, iq)
 
 
-def pool_ncx(x, out, chunks, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel, stride, pad,
-             xs, xzp, ys, yzp, qmin, qmax):
+def pool_ncx(x, out, chunks, row_ptr, row_idx, first, count, div, geo, fq, iq):
     """General path, channels first: x (N * C, R_in, W), out (N * C, R_out * OW), ``div`` the
     float32 divisors (R_out * OW); ``chunks`` > 1 runs that many pieces on numba threads."""
     if chunks > 1:
-        _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, ow, full_lo, full_hi, kernel,
-                           stride, pad, xs, xzp, ys, yzp, qmin, qmax)
+        _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, geo, fq, iq)
     else:
-        _ncx_rows(x, out, 0, out.shape[0] * (out.shape[1] // ow), row_ptr, row_idx, first, count, div, ow, full_lo,
-                  full_hi, kernel, stride, pad, xs, xzp, ys, yzp, qmin, qmax)
+        _ncx_rows(x, out, 0, out.shape[0] * (out.shape[1] // geo[0]), row_ptr, row_idx, first, count, div, geo, fq,
+                  iq)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,20 +122,22 @@ def pool_ncx(x, out, chunks, row_ptr, row_idx, first, count, div, ow, full_lo, f
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, xs, xzp, ys, yzp, qmin, qmax):
-    """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column)."""
+def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, fq, iq):
+    """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column): one window
+    at a time, every channel at once (vectorised over the contiguous channels)."""
     rows_out = out.shape[1]
     ow = out.shape[2]
     channels = out.shape[3]
+    xs, ys = fq[0], fq[1]
+    fzp = np.float32(iq[0])  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
+    yzp, qmin, qmax = np.float32(iq[1]), np.float32(iq[2]), np.float32(iq[3])
     acc = np.empty(channels, np.float32)
-    fzp = np.float32(xzp)  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
     for item in range(lo, hi):
         nr = item // ow
         o = item - nr * ow
         n = nr // rows_out
         r = nr - n * rows_out
-        for c in range(channels):
-            acc[c] = np.float32(0.0)
+        acc[:] = np.float32(0.0)
         for t in range(row_ptr[r], row_ptr[r + 1]):
             xrow = x[n, row_idx[t]]
             for w in range(first[o], first[o] + count[o]):
@@ -145,24 +151,25 @@ def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, xs, xzp, ys
 
 
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _nxc_points_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, xs, xzp, ys, yzp, qmin, qmax):
+def _nxc_points_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, fq, iq):
     total = out.shape[0] * out.shape[1] * out.shape[2]
     for c in prange(chunks):
-        _nxc_points(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div,
-                    xs, xzp, ys, yzp, qmin, qmax)
+        _nxc_points(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div, fq,
+                    iq)
 
 
-def pool_nxc(x, out, chunks, row_ptr, row_idx, first, count, div, xs, xzp, ys, yzp, qmin, qmax):
-    """General path, channels last; ``chunks`` > 1 runs that many pieces on numba threads."""
+def pool_nxc(x, out, chunks, row_ptr, row_idx, first, count, div, fq, iq):
+    """General path, channels last: x (N, R_in, W, C), out (N, R_out, OW, C), ``div`` the float32
+    divisors (R_out * OW); ``chunks`` > 1 runs that many pieces on numba threads."""
     if chunks > 1:
-        _nxc_points_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, xs, xzp, ys, yzp, qmin, qmax)
+        _nxc_points_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, fq, iq)
     else:
-        _nxc_points(x, out, 0, out.shape[0] * out.shape[1] * out.shape[2], row_ptr, row_idx, first, count, div,
-                    xs, xzp, ys, yzp, qmin, qmax)
+        _nxc_points(x, out, 0, out.shape[0] * out.shape[1] * out.shape[2], row_ptr, row_idx, first, count, div, fq,
+                    iq)
 
 
 # ---------------------------------------------------------------------------------------------
-# integer global path
+# integer global path: fq = [scale, qmin - y_zp, qmax - y_zp] (float32), iq = [-x_zp * n, y_zp]
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
@@ -177,7 +184,7 @@ def _requantize(total, bias, scale, lo, hi, yzp):
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _global_ncx(x, out, lo, hi, bias, scale, flo, fhi, yzp):
+def _global_ncx(x, out, lo, hi, fq, iq):
     """x (P * n,) flat, out (P,): planes ``lo <= p < hi``."""
     n = x.shape[0] // out.shape[0]
     sums = np.empty(hi - lo, np.int64)
@@ -188,30 +195,32 @@ def _global_ncx(x, out, lo, hi, bias, scale, flo, fhi, yzp):
             total += np.int32(row[i])
         sums[p - lo] = total
     part = out[lo:hi]
+    scale, flo, fhi, bias, yzp = fq[0], fq[1], fq[2], iq[0], iq[1]
     for i in range(hi - lo):
         part[i] = _requantize(sums[i], bias, scale, flo, fhi, yzp)
 
 
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _global_ncx_parallel(x, out, chunks, bias, scale, flo, fhi, yzp):
+def _global_ncx_parallel(x, out, chunks, fq, iq):
     total = out.shape[0]
     for c in prange(chunks):
-        _global_ncx(x, out, total * c // chunks, total * (c + 1) // chunks, bias, scale, flo, fhi, yzp)
+        _global_ncx(x, out, total * c // chunks, total * (c + 1) // chunks, fq, iq)
 
 
-def global_ncx(x, out, chunks, bias, scale, flo, fhi, yzp):
+def global_ncx(x, out, chunks, fq, iq):
     """Integer global path, channels first: x (N * C * n,) flat -> out (N * C,)."""
     if chunks > 1:
-        _global_ncx_parallel(x, out, chunks, bias, scale, flo, fhi, yzp)
+        _global_ncx_parallel(x, out, chunks, fq, iq)
     else:
-        _global_ncx(x, out, 0, out.shape[0], bias, scale, flo, fhi, yzp)
+        _global_ncx(x, out, 0, out.shape[0], fq, iq)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _global_nxc(x, out, lo, hi, bias, scale, flo, fhi, yzp):
+def _global_nxc(x, out, lo, hi, fq, iq):
     """x (N, n, C), out (N, C): batches ``lo <= b < hi``."""
     n = x.shape[1]
     channels = x.shape[2]
+    scale, flo, fhi, bias, yzp = fq[0], fq[1], fq[2], iq[0], iq[1]
     acc = np.empty(channels, np.int32)  # int32 lanes wrap around exactly as MLAS's do
     for b in range(lo, hi):
         acc[:] = 0
@@ -225,15 +234,15 @@ def _global_nxc(x, out, lo, hi, bias, scale, flo, fhi, yzp):
 
 
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _global_nxc_parallel(x, out, chunks, bias, scale, flo, fhi, yzp):
+def _global_nxc_parallel(x, out, chunks, fq, iq):
     total = x.shape[0]
     for c in prange(chunks):
-        _global_nxc(x, out, total * c // chunks, total * (c + 1) // chunks, bias, scale, flo, fhi, yzp)
+        _global_nxc(x, out, total * c // chunks, total * (c + 1) // chunks, fq, iq)
 
 
-def global_nxc(x, out, chunks, bias, scale, flo, fhi, yzp):
+def global_nxc(x, out, chunks, fq, iq):
     """Integer global path, channels last: x (N, n, C) -> out (N, C)."""
     if chunks > 1:
-        _global_nxc_parallel(x, out, chunks, bias, scale, flo, fhi, yzp)
+        _global_nxc_parallel(x, out, chunks, fq, iq)
     else:
-        _global_nxc(x, out, 0, x.shape[0], bias, scale, flo, fhi, yzp)
+        _global_nxc(x, out, 0, x.shape[0], fq, iq)

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Time avgpool.qlinear_average_pool against onnxruntime's QLinearAveragePool and PyTorch's
+quantized avg_pool2d, interleaved, in one process.
+
+    python benchmarks/bench_qlinear.py             # 7 rounds
+    python benchmarks/bench_qlinear.py --rounds 3  # quicker
+    python benchmarks/bench_qlinear.py --only global
+
+Each workload runs in both layouts: NCHW (onnxruntime channels_last=0, torch contiguous) and NHWC
+(avgpool channels_last=True, onnxruntime channels_last=1, torch channels_last memory format).
+onnxruntime runs through IOBinding on preallocated buffers; 2 threads per runtime. Peers are
+interleaved, the order rotated each round, with a 50 ms pause before each batch (onnxruntime's
+workers spin for ~40 ms after a call and would slow whatever runs next on 2 cores). Printed: each
+implementation's median per-call time and avgpool's ratio to the fastest peer of that layout
+(< 1 is faster). avgpool's output is checked bit for bit against onnxruntime's; torch uses integer
+arithmetic of its own, so only its largest difference is shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from avgpool.qlinear import qlinear_average_pool
+
+THREADS = 2
+PAUSE_S = 0.05
+X_SCALE, X_ZP, Y_SCALE, Y_ZP = 0.05, 128, 0.05, 128
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    shape: tuple[int, ...]  # NCHW
+    kernel: int
+    stride: int
+    pad: int = 0
+
+
+WORKLOADS = [
+    Workload("uint8 QLinear densenet transition, batch 32 (32x128x56x56, 2x2 s2)", (32, 128, 56, 56), 2, 2),
+    Workload("densenet121 2x2 s2 (1x128x56x56)", (1, 128, 56, 56), 2, 2),
+    Workload("densenet121 global 7x7 (1x1024x7x7)", (1, 1024, 7, 7), 7, 7),
+    Workload("resnet50 global 7x7 (1x2048x7x7)", (1, 2048, 7, 7), 7, 7),
+    Workload("inception 3x3 s1 p1 (1x192x28x28)", (1, 192, 28, 28), 3, 1, 1),
+]
+
+
+@dataclass
+class Runner:
+    name: str
+    call: Callable[[], object]
+    result: Callable[[], np.ndarray]  # the last output in the layout's own order
+    keep: tuple = ()
+
+
+def avgpool_runner(w: Workload, x: np.ndarray, nhwc: bool) -> Runner:
+    kwargs = dict(strides=[w.stride] * 2, pads=[w.pad] * 4, channels_last=nhwc)
+    kernel = [w.kernel] * 2
+    box: list = [None]
+
+    def call():
+        box[0] = qlinear_average_pool(x, X_SCALE, X_ZP, Y_SCALE, Y_ZP, kernel, **kwargs)
+
+    call()
+    return Runner("avgpool", call, lambda: box[0])
+
+
+def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    elem = TensorProto.UINT8
+    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
+                            kernel_shape=[w.kernel] * 2, strides=[w.stride] * 2, pads=[w.pad] * 4,
+                            channels_last=int(nhwc))
+    inputs = [helper.make_tensor_value_info("x", elem, list(x.shape)),
+              helper.make_tensor_value_info("xs", TensorProto.FLOAT, []),
+              helper.make_tensor_value_info("xz", elem, []),
+              helper.make_tensor_value_info("ys", TensorProto.FLOAT, []),
+              helper.make_tensor_value_info("yz", elem, [])]
+    graph = helper.make_graph([node], "q", inputs, [helper.make_tensor_value_info("y", elem, list(out_shape))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 9
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = THREADS
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    y = np.empty(out_shape, np.uint8)
+    feeds = {"x": x, "xs": np.array(X_SCALE, np.float32), "xz": np.array(X_ZP, np.uint8),
+             "ys": np.array(Y_SCALE, np.float32), "yz": np.array(Y_ZP, np.uint8)}
+    binding = session.io_binding()
+    values = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()}
+    for k, v in values.items():
+        binding.bind_ortvalue_input(k, v)
+    binding.bind_ortvalue_output("y", ort.OrtValue.ortvalue_from_numpy(y))
+    run = session.run_with_iobinding
+
+    def call():
+        run(binding)
+
+    call()
+    return Runner("onnxruntime", call, lambda: y, keep=(feeds, values, session, binding))
+
+
+def torch_runner(w: Workload, x: np.ndarray, nhwc: bool) -> Runner:
+    import torch
+
+    torch.set_num_threads(THREADS)
+    try:
+        from torch.ao.nn.quantized import functional as qf
+    except ImportError:
+        from torch.nn.quantized import functional as qf
+    nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if nhwc else x
+    dequantized = torch.from_numpy((nchw.astype(np.float32) - X_ZP) * np.float32(X_SCALE))
+    qx = torch.quantize_per_tensor(dequantized, X_SCALE, X_ZP, torch.quint8)
+    if nhwc:
+        qx = qx.contiguous(memory_format=torch.channels_last)
+    box: list = [None]
+
+    def call():
+        box[0] = qf.avg_pool2d(qx, w.kernel, w.stride, w.pad, count_include_pad=False)
+
+    call()
+
+    def result():
+        r = box[0].int_repr().numpy()
+        return np.ascontiguousarray(r.transpose(0, 2, 3, 1)) if nhwc else r
+
+    return Runner("torch", call, result, keep=(qx,))
+
+
+def calls_per_batch(call: Callable[[], object], budget_s: float) -> int:
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= budget_s / 4 or n >= 1 << 20:
+            return max(1, math.ceil(budget_s / (elapsed / n)))
+        n *= 4
+
+
+def measure(runners: list[Runner], rounds: int, budget_s: float) -> dict[str, float]:
+    """Median per-call seconds of each runner; runners interleaved, the order rotated each round."""
+    batches = {}
+    for r in runners:
+        time.sleep(PAUSE_S)
+        batches[r.name] = calls_per_batch(r.call, budget_s)
+    samples: dict[str, list[float]] = {r.name: [] for r in runners}
+    for i in range(rounds):
+        for r in runners[i % len(runners):] + runners[:i % len(runners)]:
+            n, call = batches[r.name], r.call
+            time.sleep(PAUSE_S)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                call()
+            samples[r.name].append((time.perf_counter() - t0) / n)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def fmt(seconds: float) -> str:
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:8.3f} ms"
+    return f"{seconds * 1e6:8.1f} us"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--budget", type=float, default=0.05, help="seconds per timed batch (default 0.05)")
+    parser.add_argument("--only", default="", help="only workloads whose name contains this")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    import numba
+    print(f"threads: {THREADS} per runtime (numba {numba.get_num_threads()}); rounds {args.rounds}; "
+          f"x_scale={X_SCALE} x_zp={X_ZP} y_scale={Y_SCALE} y_zp={Y_ZP}")
+    worst = 0.0
+    for w in WORKLOADS:
+        if args.only and args.only not in w.name:
+            continue
+        x_nchw = rng.integers(0, 256, w.shape, dtype=np.uint8)
+        for nhwc in (False, True):
+            x = np.ascontiguousarray(x_nchw.transpose(0, 2, 3, 1)) if nhwc else x_nchw
+            runners = [avgpool_runner(w, x, nhwc)]
+            out_shape = runners[0].result().shape
+            notes = []
+            for make in (lambda: ort_runner(w, x, nhwc, out_shape), lambda: torch_runner(w, x, nhwc)):
+                try:
+                    runners.append(make())
+                except Exception as err:  # noqa: BLE001 - a missing or failing peer is reported, not fatal
+                    notes.append(f"peer skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+            ours = runners[0].result()
+            for r in runners[1:]:
+                theirs = r.result()
+                if r.name == "onnxruntime":
+                    same = theirs.shape == ours.shape and np.array_equal(theirs, ours)
+                    notes.append("bit-exact with onnxruntime" if same else "DIFFERS FROM ONNXRUNTIME")
+                elif theirs.shape == ours.shape:
+                    diff = int(np.abs(theirs.astype(np.int16) - ours.astype(np.int16)).max())
+                    notes.append(f"torch max |diff| {diff}")
+            medians = measure(runners, args.rounds, args.budget)
+            peers = {k: v for k, v in medians.items() if k != "avgpool"}
+            print(f"\n{w.name} [{'NHWC' if nhwc else 'NCHW'}]")
+            for name, t in medians.items():
+                print(f"  {name:12s} {fmt(t)}")
+            if peers:
+                fastest = min(peers, key=peers.get)
+                ratio = medians["avgpool"] / peers[fastest]
+                worst = max(worst, ratio)
+                print(f"  avgpool / fastest peer ({fastest}): {ratio:.2f}")
+            for note in notes:
+                print(f"  ({note})")
+    print(f"\nworst ratio avgpool / fastest peer: {worst:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
