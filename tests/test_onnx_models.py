@@ -149,3 +149,23 @@ def test_qlinear_average_pool_node_matches_onnxruntime():
     got = avgpool_onnx.make_evaluator(model).run(None, {"x": x})[0]
     (expected,) = avgpool_onnx.onnxruntime_outputs(model, {"x": x})
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_global_average_pool_is_average_pool_over_everything(dtype):
+    from onnx import helper
+
+    ops = {op.__name__: op for op in avgpool_onnx.reference_ops(opset=22)}
+    node = helper.make_node("GlobalAveragePool", ["x"], ["y"])
+    op = ops["GlobalAveragePool"](node, {"opsets": {"": 22}, "new_ops": {}, "log": lambda *a: None})
+    x = np.random.default_rng(1).standard_normal((2, 3, 5, 7)).astype(dtype)
+    x[0, 1, 2, 3], x[1, 2, 0, 0], x[1, 2, 4, 6] = np.nan, np.inf, -np.inf
+    x[1, 0] = 1e4 if dtype == np.float16 else 1e30
+    x[1, 0, 0, 0] = 1
+    (y,) = op.run(x)
+    expected = avgpool.average_pool(x, [5, 7])
+    assert y.dtype == x.dtype and y.shape == (2, 3, 1, 1)
+    if dtype == np.float64:  # both sum in float64, in different orders
+        np.testing.assert_allclose(y, expected, rtol=1e-13, atol=0)
+    else:  # both are the float64 average rounded once
+        np.testing.assert_array_equal(y, expected)

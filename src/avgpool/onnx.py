@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+_GLOBAL_FAST_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
 #: What to install when onnx (or onnxruntime) is missing.
 ONNX_EXTRA = "pip install 'avgpool[onnx]'"
 
@@ -91,7 +93,15 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
     def run_global(self: Any, x: np.ndarray) -> tuple[np.ndarray]:
         from .api import average_pool
 
-        return (average_pool(x, list(np.shape(x)[2:]), opset=opset),)
+        x = np.asarray(x)
+        if x.ndim >= 3 and x.dtype in _GLOBAL_FAST_DTYPES and all(x.shape[2:]):
+            # One window covering the whole input: a float64 (pairwise) mean rounded once is the
+            # exact-within-1-ulp average that average_pool computes (semantics 1.3, 1.4), and on
+            # squeezenet's 1x1000x13x13 node it takes 0.1 ms where the separable passes take 12 ms.
+            axes = tuple(range(2, x.ndim))
+            with np.errstate(invalid="ignore", over="ignore"):
+                return (np.mean(x, axis=axes, dtype=np.float64, keepdims=True).astype(x.dtype),)
+        return (average_pool(x, list(x.shape[2:]), opset=opset),)
 
     def run_qlinear(self: Any, x: np.ndarray, x_scale: Any, x_zero_point: Any = None, y_scale: Any = None,
                     y_zero_point: Any = None, **attributes: Any) -> tuple[np.ndarray]:
