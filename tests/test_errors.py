@@ -52,7 +52,7 @@ CASES = [
     ("shape not sequence", lambda: avgpool.output_shape(5, [2, 2]), ["`input_shape`", "sequence"]),
     ("shape too short", lambda: avgpool.output_shape((1, 8), [2]), ["`input_shape`", "at least 3"]),
     ("shape negative", lambda: avgpool.output_shape((1, 1, -8), [2]), ["`input_shape`", "non-negative"]),
-    ("shape float", lambda: avgpool.output_shape((1, 1, 8.5), [2]), ["`input_shape`", "integer"]),
+    ("shape with a float", lambda: avgpool.output_shape((1, 1, 8.5), [2]), ["`input_shape`", "integers", "8.5"]),
 ]
 
 

@@ -5,8 +5,10 @@
 array([[[2., 4.]]])
 """
 
+from . import onednn, openvino
 from .api import average_pool, output_shape
 from .errors import AvgPoolError
+from .qlinear import qlinear_average_pool
 
-__all__ = ["AvgPoolError", "average_pool", "output_shape"]
+__all__ = ["AvgPoolError", "average_pool", "onednn", "openvino", "output_shape", "qlinear_average_pool"]
 __version__ = "0.1.0"

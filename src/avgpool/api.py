@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 
 from . import engine
-from .attributes import as_int
 from .dialects import onnx as onnx_dialect
 from .errors import AvgPoolError, error_context
-from .inputs import as_input_array
+from .inputs import as_input_array, as_input_shape
 from .shape import infer_output_shape
 
 
@@ -71,9 +70,7 @@ def output_shape(input_shape: Sequence[int], kernel_shape: Sequence[int], *, str
 
 
 def _as_shape(input_shape: Any) -> tuple[int, ...]:
-    if isinstance(input_shape, (str, bytes)) or not hasattr(input_shape, "__len__"):
-        raise AvgPoolError(f"`input_shape` must be a sequence of integers, got {input_shape!r}")
-    shape = tuple(as_int("input_shape", n) for n in input_shape)
-    if len(shape) < 3 or any(n < 0 for n in shape):
-        raise AvgPoolError(f"`input_shape` is {shape}: it needs at least 3 non-negative sizes (N x C x D1 ...)")
+    shape = as_input_shape(input_shape)
+    if len(shape) < 3:
+        raise AvgPoolError(f"`input_shape` is {shape}: it needs at least 3 sizes (N x C x D1 ...)")
     return shape

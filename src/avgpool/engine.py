@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .inputs import check_out
-from .plan import make_plan
+from .plan import AxisPlan, make_plan
 from .shape import infer_output_shape, spatial_shape_of
 from .spec import Layout, PoolSpec
 
@@ -28,17 +28,31 @@ _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
 @dataclass(frozen=True, eq=False)
 class KernelTables:
-    """The plan of every axis, concatenated into the flat arrays the compiled kernel takes."""
+    """The plan of every axis, in the flat arrays the compiled kernel takes.
 
-    lengths: np.ndarray
-    outs: np.ndarray
-    offsets: np.ndarray
+    ``axes[i]`` = (length, outputs, offset into the concatenated tables, dilation, stride,
+    block size or 0 for direct sums, first and one-past-last output whose window lies wholly
+    inside the input). ``scales`` are the reciprocals of the divisors: a float64 divide per
+    output costs more than the whole sum, and the extra rounding (2**-53 relative) is far below a
+    float32 ulp; a zero divisor gives inf, and 0 * inf = NaN for an empty window.
+    ``global_scale`` > 0 marks global pooling (one window per axis covering the whole input),
+    which the kernel does as one plain sum per slab.
+    """
+
+    axes: np.ndarray
     firsts: np.ndarray
     counts: np.ndarray
-    divisors: np.ndarray
-    dilations: np.ndarray
-    blocks: np.ndarray
+    scales: np.ndarray
     scratch_size: int
+    global_scale: float
+
+
+def _interior(plan: AxisPlan) -> tuple[int, int]:
+    """The range of outputs whose windows have every tap inside the input (an affine run)."""
+    g = plan.geometry
+    starts = np.arange(g.out, dtype=np.int64) * g.stride - g.pad_begin
+    inside = np.nonzero((plan.count == g.kernel) & (plan.first == starts))[0]
+    return (int(inside[0]), int(inside[-1]) + 1) if inside.size else (0, 0)
 
 
 @functools.lru_cache(maxsize=512)
@@ -47,36 +61,51 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
     plans = make_plan(spec, spatial_shape)
     lengths = [p.geometry.length for p in plans]
     outs = [p.geometry.out for p in plans]
+    offsets = np.cumsum([0] + outs)
     scratch = channels
-    blocks = []
+    rows = []
     for axis, p in enumerate(plans):
+        g = p.geometry
         inner = channels * math.prod(lengths[axis + 1:])
         outer = math.prod(outs[:axis])
-        scratch = max(scratch, outer * outs[axis] * inner, lengths[axis] * inner)
-        direct_cost = int(p.count.sum())
-        use_blocks = p.geometry.kernel >= BLOCK_SUMS_MIN_KERNEL and direct_cost > 3 * lengths[axis]
-        blocks.append(p.geometry.kernel if use_blocks else 0)
-    as_int = functools.partial(np.asarray, dtype=np.int64)
+        scratch = max(scratch, outer * g.out * inner, g.length * inner)
+        use_blocks = g.kernel >= BLOCK_SUMS_MIN_KERNEL and int(p.count.sum()) > 3 * g.length
+        rows.append((g.length, g.out, offsets[axis], g.dilation, g.stride, g.kernel if use_blocks else 0,
+                     *_interior(p)))
+    is_global = all(g.out == 1 and g.length > 0 and p.count[0] == g.length and p.first[0] == 0
+                    for g, p in ((p.geometry, p) for p in plans))
     return KernelTables(
-        lengths=as_int(lengths), outs=as_int(outs), offsets=as_int(np.cumsum([0] + outs)),
-        firsts=as_int(np.concatenate([p.first for p in plans])), counts=as_int(np.concatenate([p.count for p in plans])),
-        divisors=np.concatenate([p.divisor for p in plans]).astype(np.float64),
-        dilations=as_int([p.geometry.dilation for p in plans]), blocks=as_int(blocks), scratch_size=scratch)
+        axes=np.asarray(rows, dtype=np.int64).reshape(len(plans), 8),
+        firsts=np.concatenate([p.first for p in plans]).astype(np.int64),
+        counts=np.concatenate([p.count for p in plans]).astype(np.int64),
+        scales=_reciprocal(np.concatenate([p.divisor for p in plans])),
+        scratch_size=scratch,
+        global_scale=1.0 / math.prod(float(p.divisor[0]) for p in plans) if is_global else 0.0,
+    )
 
 
-def _run_kernel(x2: np.ndarray, out2: np.ndarray, tables: KernelTables, channels: int) -> None:
+def _reciprocal(divisors: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return 1.0 / divisors.astype(np.float64)
+
+
+def _run_kernel(x: np.ndarray, out: np.ndarray, slabs: int, tables: KernelTables, channels: int) -> None:
+    """``x`` and ``out``: flat contiguous views of ``slabs`` slabs."""
     from .kernels import separable  # compiled lazily: importing avgpool stays fast
 
     t = tables
-    args = (t.lengths, t.outs, t.offsets, t.firsts, t.counts, t.divisors, t.dilations, t.blocks, channels,
-            t.scratch_size)
-    if x2.size >= PARALLEL_MIN_ELEMENTS and x2.shape[0] > 1:
-        import numba
-
-        chunks = min(x2.shape[0], 4 * numba.get_num_threads())
-        separable.pool_parallel(x2, out2, *args, chunks)
+    args = (slabs, t.axes, t.firsts, t.counts, t.scales, channels, t.scratch_size, t.global_scale)
+    if x.size >= PARALLEL_MIN_ELEMENTS and slabs > 1:
+        separable.pool_parallel(x, out, *args, min(slabs, 4 * _threads()))
     else:
-        separable.pool_serial(x2, out2, *args)
+        separable.pool_serial(x, out, *args)
+
+
+@functools.lru_cache(maxsize=1)
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
 
 
 def pool(x: np.ndarray, spec: PoolSpec, layout: Layout, out: np.ndarray | None = None) -> np.ndarray:
@@ -91,19 +120,22 @@ def pool(x: np.ndarray, spec: PoolSpec, layout: Layout, out: np.ndarray | None =
     spatial = spatial_shape_of(x.shape, layout)
     slabs, channels = (x.shape[0] * x.shape[1], 1) if layout is Layout.NCX else (x.shape[0], x.shape[-1])
     tables = kernel_tables(spec, spatial, channels)
-    x2 = np.ascontiguousarray(x).reshape(slabs, -1)
-    writable_in_place = out.flags.c_contiguous and not np.shares_memory(out, x)
+    flat_x = np.ascontiguousarray(x).reshape(-1)
+    writable_in_place = out.flags.c_contiguous and not np.may_share_memory(out, x)
     target = out if writable_in_place else np.empty(shape, dtype=x.dtype)
-    out2 = target.reshape(slabs, -1)
+    flat_out = target.reshape(-1)
     if x.dtype in _NATIVE:
-        _run_kernel(x2, out2, tables, channels)
+        _run_kernel(flat_x, flat_out, slabs, tables, channels)
     else:
         # widen float16/bfloat16 to float32 in blocks, accumulate in float64, round once
-        step = max(1, WIDEN_BLOCK_ELEMENTS // max(1, x2.shape[1]))
+        slab_in, slab_out = flat_x.size // slabs, flat_out.size // slabs
+        step = max(1, WIDEN_BLOCK_ELEMENTS // max(1, slab_in))
         for start in range(0, slabs, step):
-            wide_out = np.empty((min(step, slabs - start), out2.shape[1]), np.float64)
-            _run_kernel(x2[start:start + step].astype(np.float32), wide_out, tables, channels)
-            out2[start:start + step] = wide_out.astype(x.dtype)
+            count = min(step, slabs - start)
+            wide_out = np.empty(count * slab_out, np.float64)
+            _run_kernel(flat_x[start * slab_in:(start + count) * slab_in].astype(np.float32), wide_out, count, tables,
+                        channels)
+            flat_out[start * slab_out:(start + count) * slab_out] = wide_out.astype(x.dtype)
     if target is not out:
         out[...] = target
     return out
