@@ -169,7 +169,11 @@ def parse_scale(name: str, value: Any) -> np.float32:
         value = _scalar(name, value)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
             raise AvgPoolError(f"`{name}` must be a real number (float32), got {value!r}")
-    scale = np.float32(value)
+    if type(value) is float and -3.4e38 < value < 3.4e38:
+        scale = np.float32(value)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = np.float32(value)
     if not math.isfinite(scale):
         raise AvgPoolError(f"`{name}` is {float(scale)}: it must be finite (onnxruntime's float-to-int "
                            "conversion of the result would be undefined)")
