@@ -154,15 +154,23 @@ def openvino_spec(settings: Settings, spatial: tuple[int, ...], rounding_type: s
 
 
 def onednn_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
+    """oneDNN's own translation (:func:`avgpool.dialects.onednn.make_spec`), with its refusals."""
     if settings.dilations and any(d != 1 for d in settings.dilations):
         raise AvgPoolError("oneDNN Graph AvgPool has no dilations")
     if settings.rounding == "ceil_torch":
         raise AvgPoolError("oneDNN's rounding_type is floor or ceil (no ceil_torch)")
-    if settings.ceil and settings.include_pad:
-        raise AvgPoolError("oneDNN documents rounding_type=ceil with exclude_pad=false as unsupported")
-    rounding = Rounding.CEIL if settings.ceil else Rounding.FLOOR
-    divisor = Divisor.FULL_KERNEL if settings.include_pad else Divisor.VALID_TAPS
-    return _generic_spec(settings, spatial, rounding, divisor, explicit_pads_with_auto_pad="ignore")
+    try:
+        from .dialects import onednn as onednn_dialect
+    except ImportError:  # pragma: no cover - the dialect is part of this build
+        raise DialectUnavailable("the oneDNN dialect is not available in this build of avgpool") from None
+    from .spec import Layout
+
+    begin, end = settings.begin_end()
+    auto_pad = normalise_auto_pad(settings.auto_pad)
+    return onednn_dialect.make_spec((1, 1) + tuple(spatial), Layout.NCX, list(settings.kernel),
+                                    strides=settings.ones(settings.strides), pads_begin=list(begin), pads_end=list(end),
+                                    exclude_pad=not settings.include_pad, rounding_type=settings.rounding,
+                                    auto_pad="None" if auto_pad == "NOTSET" else auto_pad)
 
 
 def pytorch_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
