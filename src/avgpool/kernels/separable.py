@@ -125,38 +125,58 @@ def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, coun
 def _block_partial_sums(src, s0, length, inner, dil, block, prefix, suffix):
     """Prefix and suffix sums within blocks of ``block`` taps of each residue class mod ``dil``.
 
-    Rows of ``inner`` values are summed as vectors; for ``inner == 1`` the loop steps through all
-    blocks at once, so that several independent chains of additions are in flight.
+    Rows of ``inner`` values are summed as vectors. A single row (``inner == 1``) is a chain of
+    dependent additions per block; the scalar loop steps through all blocks at once so that
+    several chains are in flight (the add latency, not the adds, limits a single chain).
     """
+    if inner == 1:
+        for r in range(min(dil, length)):
+            taps = (length - r + dil - 1) // dil
+            blocks = (taps + block - 1) // block
+            span = block * dil
+            for b in range(blocks):
+                p = r + b * span
+                prefix[p] = src[s0 + p]
+            for t in range(1, block):
+                p = r + t * dil
+                for b in range(blocks - 1):
+                    prefix[p] = prefix[p - dil] + src[s0 + p]
+                    p += span
+                if (blocks - 1) * block + t < taps:
+                    prefix[p] = prefix[p - dil] + src[s0 + p]
+            last = (taps - 1) % block  # the position of the final tap in the last, partial, block
+            for b in range(blocks):
+                end = block - 1 if b < blocks - 1 else last
+                p = r + (b * block + end) * dil
+                suffix[p] = src[s0 + p]
+            for t in range(block - 2, -1, -1):
+                p = r + t * dil
+                for b in range(blocks - 1):
+                    suffix[p] = suffix[p + dil] + src[s0 + p]
+                    p += span
+                if t < last:
+                    suffix[p] = suffix[p + dil] + src[s0 + p]
+        return
     n = _U(inner)
     step = _U(dil * inner)
     for r in range(min(dil, length)):
         taps = (length - r + dil - 1) // dil
-        blocks = (taps + block - 1) // block
-        for t in range(block):
-            for b in range(blocks):
-                q = b * block + t
-                if q >= taps:
-                    continue
-                p = _U((r + q * dil) * inner)
-                if t == 0:
-                    for i in range(n):
-                        prefix[p + i] = src[s0 + p + i]
-                else:
-                    for i in range(n):
-                        prefix[p + i] = prefix[p - step + i] + src[s0 + p + i]
-        for t in range(block - 1, -1, -1):
-            for b in range(blocks):
-                q = b * block + t
-                if q >= taps:
-                    continue
-                p = _U((r + q * dil) * inner)
-                if t == block - 1 or q == taps - 1:
-                    for i in range(n):
-                        suffix[p + i] = src[s0 + p + i]
-                else:
-                    for i in range(n):
-                        suffix[p + i] = suffix[p + step + i] + src[s0 + p + i]
+        for q in range(taps):
+            p = _U((r + q * dil) * inner)
+            if q % block == 0:
+                for i in range(n):
+                    prefix[p + i] = src[s0 + p + i]
+            else:
+                for i in range(n):
+                    prefix[p + i] = prefix[p - step + i] + src[s0 + p + i]
+        for q in range(taps - 1, -1, -1):
+            p = _U((r + q * dil) * inner)
+            if q % block == block - 1 or q == taps - 1:
+                for i in range(n):
+                    suffix[p + i] = src[s0 + p + i]
+            else:
+                for i in range(n):
+                    suffix[p + i] = suffix[p + step + i] + src[s0 + p + i]
 
 
 @njit(**_JIT)
