@@ -9,6 +9,8 @@ one allocation and the kernel.
 from __future__ import annotations
 
 import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +23,16 @@ from .plan import make_plan
 from .shape import infer_output_shape
 from .spec import Layout
 
-#: Below this many operations (input reads plus tap additions) a call runs on one thread: a numba
-#: thread launch costs a few microseconds, and on a busy machine far more.
+#: Below this many operations (input reads plus tap additions) a call runs on one thread.
 PARALLEL_WORK = 1 << 22
-_CHUNKS_PER_THREAD = 2
+#: Pieces per thread: the threads take pieces until none is left, so a thread that the OS
+#: schedules late (other processes busy on the cores) costs its share of the time, not a stall.
+_PIECES_PER_THREAD = 4
 _SCALARS_CACHE = 64
 
 _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC = range(5)
+_KERNELS = {_GENERAL_NCX: kernels.pool_ncx, _GENERAL_NXC: kernels.pool_nxc,
+            _GLOBAL_NCX: kernels.global_ncx, _GLOBAL_NXC: kernels.global_nxc}
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -45,7 +50,8 @@ class Prepared:
     kind: int
     x_view: tuple[int, ...]  # the input reshaped for the kernel
     out_view: tuple[int, ...]  # the output allocated in this shape for the kernel
-    chunks: int  # 1: serial; more: that many pieces on numba threads
+    items: int  # the kernel's work items (output rows, positions or planes)
+    pieces: int  # 1: serial; more: that many pieces shared by the threads
     tables: tuple[np.ndarray, ...]  # window tables of the general path
     _scalars: dict = field(default_factory=dict)
 
@@ -74,10 +80,59 @@ def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.n
     return _frozen(fq), _frozen(iq)
 
 
-def _chunks(work: int, items: int) -> int:
-    if work < PARALLEL_WORK:
+def _pieces(work: int, items: int) -> int:
+    threads = numba.get_num_threads()
+    if work < PARALLEL_WORK or threads < 2:
         return 1
-    return max(1, min(items, numba.get_num_threads() * _CHUNKS_PER_THREAD))
+    return max(1, min(items, threads * _PIECES_PER_THREAD))
+
+
+_POOL: list = []  # [(threads, ThreadPoolExecutor)], created on first use
+
+
+class _Shared:
+    """Pieces ``0 <= i < pieces`` of ``kernel(x, out, lo, hi, *args)``, taken in turn by the
+    calling thread and helper threads (the kernels release the GIL). Unlike a fork-join region,
+    the caller never waits for a helper that has not started: it takes the pieces itself."""
+
+    def __init__(self, kernel: Any, x: np.ndarray, out: np.ndarray, items: int, pieces: int, args: tuple) -> None:
+        self.kernel, self.x, self.out, self.items, self.pieces, self.args = kernel, x, out, items, pieces, args
+        self.next = self.running = 0
+        self.error: BaseException | None = None
+        self.cond = threading.Condition()
+
+    def work(self) -> None:
+        while True:
+            with self.cond:
+                i = self.next
+                if i >= self.pieces or self.error is not None:
+                    return
+                self.next = i + 1
+                self.running += 1
+            try:
+                self.kernel(self.x, self.out, self.items * i // self.pieces, self.items * (i + 1) // self.pieces,
+                            *self.args)
+            except BaseException as err:  # noqa: BLE001 - re-raised in the calling thread
+                self.error = err
+            finally:
+                with self.cond:
+                    self.running -= 1
+                    if self.running == 0:
+                        self.cond.notify_all()
+
+    def run(self) -> None:
+        threads = numba.get_num_threads()
+        if not _POOL or _POOL[0][0] != threads:
+            _POOL[:] = [(threads, ThreadPoolExecutor(threads - 1, thread_name_prefix="avgpool-qlinear"))]
+        pool = _POOL[0][1]
+        for _ in range(threads - 1):
+            pool.submit(self.work)
+        self.work()
+        with self.cond:
+            while self.running:
+                self.cond.wait()
+        if self.error is not None:
+            raise self.error
 
 
 def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -110,8 +165,12 @@ def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...]) -> tup
     div = (row_factor[:, None] * last.divisor.astype(np.int64)[None, :]).astype(np.float32).reshape(-1)
     full = np.flatnonzero(count == kernel)  # windows wholly inside the last axis: a contiguous run
     full_lo, full_hi = (int(full[0]), int(full[-1]) + 1) if full.size else (0, 0)
-    geo = np.array([len(count), full_lo, full_hi, kernel, geometry.spec.strides[-1], geometry.spec.pads[-1][0]],
-                   np.int64)
+    as_int = div.astype(np.int64)
+    pow2 = bool(np.all((as_int & (as_int - 1)) == 0))  # all powers of two: multiply by the inverses
+    if pow2:
+        div = (np.float32(1.0) / div).astype(np.float32)
+    geo = np.array([len(count), full_lo, full_hi, kernel, geometry.spec.strides[-1], geometry.spec.pads[-1][0],
+                    int(pow2)], np.int64)
     return tuple(_frozen(a) for a in (row_ptr, row_idx, last.first.astype(np.int64), count, div, geo))
 
 
@@ -133,37 +192,36 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
     size = int(np.prod(shape))
     if int(np.prod(out_shape)) == 0:
-        return Prepared(geometry, out_shape, _EMPTY, (), out_shape, 1, ())
+        return Prepared(geometry, out_shape, _EMPTY, (), out_shape, 0, 1, ())
     if geometry.global_path:
         n = geometry.image_size
         if nxc:
-            return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch, channels),
-                            _chunks(size, batch), ())
+            return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch, channels), batch,
+                            _pieces(size, batch), ())
         return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
-                        _chunks(size, batch * channels), ())
+                        batch * channels, _pieces(size, batch * channels), ())
     tables = _general_tables(geometry, spatial)
     rows_in, width = int(np.prod(spatial[:-1])), spatial[-1]
     out_spatial = out_shape[1:-1] if nxc else out_shape[2:]
     rows_out, ow = int(np.prod(out_spatial[:-1])), out_spatial[-1]
     work = size + batch * channels * int(tables[0][-1]) * int(tables[3].sum())  # reads + tap additions
     if nxc:
+        items = batch * rows_out * ow
         return Prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
-                        (batch, rows_out, ow, channels), _chunks(work, batch * rows_out * ow), tables)
+                        (batch, rows_out, ow, channels), items, _pieces(work, items), tables)
+    items = batch * channels * rows_out
     return Prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
-                    (batch * channels, rows_out * ow), _chunks(work, batch * channels * rows_out), tables)
+                    (batch * channels, rows_out * ow), items, _pieces(work, items), tables)
 
 
 def run(prepared: Prepared, x: np.ndarray, scalars: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Pool a C-contiguous uint8/int8 array of the prepared shape."""
     out = np.empty(prepared.out_view, x.dtype)
     kind = prepared.kind
-    if kind == _GENERAL_NCX:
-        kernels.pool_ncx(x.reshape(prepared.x_view), out, prepared.chunks, *prepared.tables, *scalars)
-    elif kind == _GENERAL_NXC:
-        t = prepared.tables
-        kernels.pool_nxc(x.reshape(prepared.x_view), out, prepared.chunks, t[0], t[1], t[2], t[3], t[4], *scalars)
-    elif kind == _GLOBAL_NCX:
-        kernels.global_ncx(x.reshape(prepared.x_view), out, prepared.chunks, *scalars)
-    elif kind == _GLOBAL_NXC:
-        kernels.global_nxc(x.reshape(prepared.x_view), out, prepared.chunks, *scalars)
+    if kind != _EMPTY:
+        kernel, xv = _KERNELS[kind], x.reshape(prepared.x_view)
+        if prepared.pieces == 1:
+            kernel(xv, out, 0, prepared.items, *prepared.tables, *scalars)
+        else:
+            _Shared(kernel, xv, out, prepared.items, prepared.pieces, (*prepared.tables, *scalars)).run()
     return out.reshape(prepared.out_shape)

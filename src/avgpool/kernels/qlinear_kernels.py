@@ -1,6 +1,8 @@
 """numba kernels for QLinearAveragePool (uint8/int8), bit-exact with onnxruntime's CPU kernel.
 
 They take arrays and integers and validate nothing. Compiled on first use and cached on disk.
+Every kernel computes the items ``lo <= item < hi`` of its output and releases the GIL, so the
+engine can run disjoint ranges on several threads.
 Scalars travel in small arrays (``geo``: int64 geometry; ``fq``/``iq``: float32/int64 quantisation
 values): numba types an array argument several times faster than a float32 scalar.
 
@@ -20,7 +22,7 @@ Global path (MLAS ``MlasQLinearGlobalAveragePool``):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _quantize(acc, divisor, ys, yzp, qmin, qmax):
@@ -33,14 +35,24 @@ def _quantize(acc, divisor, ys, yzp, qmin, qmax):
     return np.int32(np.rint(q))
 
 
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _quantize_pow2(acc, inverse, ys, yzp, qmin, qmax):
+    """:func:`_quantize` for a power-of-two divisor, given as its inverse: ``acc * 2**-k`` is
+    ``acc / 2**k`` exactly (both are the correctly rounded value of the same real number)."""
+    q = acc * inverse / ys + yzp
+    q = q if q > qmin else qmin  # NaN -> qmin
+    q = q if q < qmax else qmax
+    return np.int32(np.rint(q))
+
+
 # ---------------------------------------------------------------------------------------------
 # general (float) path, channels first: x (P, R_in, W), out (P, R_out * OW), P = N * C
-# geo = [OW, full_lo, full_hi, kernel, stride, pad] of the last axis; fq = [x_scale, y_scale];
-# iq = [x_zp, y_zp, qmin, qmax]
+# geo = [OW, full_lo, full_hi, kernel, stride, pad, pow2] of the last axis (pow2: ``div`` holds
+# the inverses of power-of-two divisors); fq = [x_scale, y_scale]; iq = [x_zp, y_zp, qmin, qmax]
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _ncx_rows(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
+def pool_ncx(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
     """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
 
     Loops run from 0 over slices (numba then drops its negative-index wrap-around and LLVM
@@ -94,27 +106,13 @@ def _ncx_rows(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
         aq = acc[:nq]
         dq = div[r0 * ow:r1 * ow]
         oq = out[p, r0 * ow:r1 * ow]
-        for i in range(nq):
-            oq[i] = _quantize(aq[i], dq[i], ys, yzp, qmin, qmax)
+        if geo[6]:
+            for i in range(nq):
+                oq[i] = _quantize_pow2(aq[i], dq[i], ys, yzp, qmin, qmax)
+        else:
+            for i in range(nq):
+                oq[i] = _quantize(aq[i], dq[i], ys, yzp, qmin, qmax)
         item += r1 - r0
-
-
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, geo, fq, iq):
-    total = out.shape[0] * (out.shape[1] // geo[0])
-    for c in prange(chunks):
-        _ncx_rows(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div, geo,
-                  fq, iq)
-
-
-def pool_ncx(x, out, chunks, row_ptr, row_idx, first, count, div, geo, fq, iq):
-    """General path, channels first: x (N * C, R_in, W), out (N * C, R_out * OW), ``div`` the
-    float32 divisors (R_out * OW); ``chunks`` > 1 runs that many pieces on numba threads."""
-    if chunks > 1:
-        _ncx_rows_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, geo, fq, iq)
-    else:
-        _ncx_rows(x, out, 0, out.shape[0] * (out.shape[1] // geo[0]), row_ptr, row_idx, first, count, div, geo, fq,
-                  iq)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +120,7 @@ def pool_ncx(x, out, chunks, row_ptr, row_idx, first, count, div, geo, fq, iq):
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, fq, iq):
+def pool_nxc(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
     """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column): one window
     at a time, every channel at once (vectorised over the contiguous channels)."""
     rows_out = out.shape[1]
@@ -131,6 +129,7 @@ def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, fq, iq):
     xs, ys = fq[0], fq[1]
     fzp = np.float32(iq[0])  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
     yzp, qmin, qmax = np.float32(iq[1]), np.float32(iq[2]), np.float32(iq[3])
+    pow2 = geo[6]
     acc = np.empty(channels, np.float32)
     for item in range(lo, hi):
         nr = item // ow
@@ -146,26 +145,12 @@ def _nxc_points(x, out, lo, hi, row_ptr, row_idx, first, count, div, fq, iq):
                     acc[c] += xs * (np.float32(xv[c]) - fzp)
         d = div[r * ow + o]
         orow = out[n, r, o]
-        for c in range(channels):
-            orow[c] = _quantize(acc[c], d, ys, yzp, qmin, qmax)
-
-
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _nxc_points_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, fq, iq):
-    total = out.shape[0] * out.shape[1] * out.shape[2]
-    for c in prange(chunks):
-        _nxc_points(x, out, total * c // chunks, total * (c + 1) // chunks, row_ptr, row_idx, first, count, div, fq,
-                    iq)
-
-
-def pool_nxc(x, out, chunks, row_ptr, row_idx, first, count, div, fq, iq):
-    """General path, channels last: x (N, R_in, W, C), out (N, R_out, OW, C), ``div`` the float32
-    divisors (R_out * OW); ``chunks`` > 1 runs that many pieces on numba threads."""
-    if chunks > 1:
-        _nxc_points_parallel(x, out, chunks, row_ptr, row_idx, first, count, div, fq, iq)
-    else:
-        _nxc_points(x, out, 0, out.shape[0] * out.shape[1] * out.shape[2], row_ptr, row_idx, first, count, div, fq,
-                    iq)
+        if pow2:
+            for c in range(channels):
+                orow[c] = _quantize_pow2(acc[c], d, ys, yzp, qmin, qmax)
+        else:
+            for c in range(channels):
+                orow[c] = _quantize(acc[c], d, ys, yzp, qmin, qmax)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,7 +169,7 @@ def _requantize(total, bias, scale, lo, hi, yzp):
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _global_ncx(x, out, lo, hi, fq, iq):
+def global_ncx(x, out, lo, hi, fq, iq):
     """x (P * n,) flat, out (P,): planes ``lo <= p < hi``."""
     n = x.shape[0] // out.shape[0]
     sums = np.empty(hi - lo, np.int64)
@@ -200,23 +185,8 @@ def _global_ncx(x, out, lo, hi, fq, iq):
         part[i] = _requantize(sums[i], bias, scale, flo, fhi, yzp)
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _global_ncx_parallel(x, out, chunks, fq, iq):
-    total = out.shape[0]
-    for c in prange(chunks):
-        _global_ncx(x, out, total * c // chunks, total * (c + 1) // chunks, fq, iq)
-
-
-def global_ncx(x, out, chunks, fq, iq):
-    """Integer global path, channels first: x (N * C * n,) flat -> out (N * C,)."""
-    if chunks > 1:
-        _global_ncx_parallel(x, out, chunks, fq, iq)
-    else:
-        _global_ncx(x, out, 0, out.shape[0], fq, iq)
-
-
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
-def _global_nxc(x, out, lo, hi, fq, iq):
+def global_nxc(x, out, lo, hi, fq, iq):
     """x (N, n, C), out (N, C): batches ``lo <= b < hi``."""
     n = x.shape[1]
     channels = x.shape[2]
@@ -231,18 +201,3 @@ def _global_nxc(x, out, lo, hi, fq, iq):
         orow = out[b]
         for c in range(channels):
             orow[c] = _requantize(acc[c], bias, scale, flo, fhi, yzp)
-
-
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def _global_nxc_parallel(x, out, chunks, fq, iq):
-    total = x.shape[0]
-    for c in prange(chunks):
-        _global_nxc(x, out, total * c // chunks, total * (c + 1) // chunks, fq, iq)
-
-
-def global_nxc(x, out, chunks, fq, iq):
-    """Integer global path, channels last: x (N, n, C) -> out (N, C)."""
-    if chunks > 1:
-        _global_nxc_parallel(x, out, chunks, fq, iq)
-    else:
-        _global_nxc(x, out, 0, x.shape[0], fq, iq)
