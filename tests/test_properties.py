@@ -122,10 +122,10 @@ def test_huge_value_leaves_no_error_in_other_windows(position, kernel, dtype):
 
 @st.composite
 def large_kernel_configurations(draw):
-    """Kernels of 5 and more take the block-partial-sum path of the compiled kernel."""
+    """Kernels of 13 and more take the block-partial-sum path (engine.BLOCK_SUMS_MIN_KERNEL)."""
     ndim = draw(st.integers(1, 2))
-    spatial = tuple(draw(st.integers(1, 40 if ndim == 1 else 14)) for _ in range(ndim))
-    kernel = [draw(st.integers(5, 12)) for _ in range(ndim)]
+    spatial = tuple(draw(st.integers(1, 60 if ndim == 1 else 24)) for _ in range(ndim))
+    kernel = [draw(st.integers(13, 20)) for _ in range(ndim)]
     attrs = dict(kernel_shape=kernel, strides=[draw(st.integers(1, 2)) for _ in range(ndim)],
                  dilations=[draw(st.integers(1, 3)) for _ in range(ndim)], opset=22,
                  auto_pad=draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
@@ -150,3 +150,17 @@ def test_large_kernels_match_reference(data):
     got = avgpool.average_pool(x, layout=layout, **attrs)
     abs_average = _reference_of(x, attrs, layout, absolute=True)
     assert_close_to_exact(got, exact, abs_average, math.prod(attrs["kernel_shape"]), context=f"{attrs} {layout}")
+
+
+def test_large_kernel_configurations_do_take_the_block_path():
+    """The property test above is only worth its name if the engine really chooses block sums."""
+    from avgpool import engine
+    from avgpool.dialects import onnx as onnx_dialect
+
+    spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [15, 15], pads=[7, 7, 7, 7])
+    assert (engine.kernel_tables(spec, (40, 40), 1).axes[:, 5] == 15).all()
+    x = np.random.default_rng(1).standard_normal((1, 2, 40, 40))
+    x[0, 0, 5, 5], x[0, 1, 30, 2] = np.inf, np.nan
+    got = avgpool.average_pool(x, [15, 15], pads=[7, 7, 7, 7])
+    exact = reference_pool(x, [15, 15], [1, 1], [1, 1], [(7, 7), (7, 7)])
+    assert_close_to_exact(got, exact, reference_pool(np.abs(x), [15, 15], [1, 1], [1, 1], [(7, 7), (7, 7)]), 225)

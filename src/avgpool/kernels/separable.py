@@ -180,50 +180,51 @@ def _block_partial_sums(src, s0, length, inner, dil, block, prefix, suffix):
 
 
 @njit(**_JIT)
-def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, firsts, counts, scales, dil, block, prefix, suffix):
+def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil, block, prefix, suffix):
     """Window sums from block partial sums: cost independent of the kernel size. A window of at
     most ``block`` taps is a suffix of one block plus a prefix of the next, or lies in one block
-    (then it starts that block, or is clipped by the end of the input)."""
+    (then it starts that block, or is clipped by the end of the input). ``splits[o]`` holds the
+    suffix and prefix positions to add (-1: none), worked out once in the plan because integer
+    divisions per output cost more than the sums."""
     _block_partial_sums(src, s0, length, inner, dil, block, prefix, suffix)
     n = _U(inner)
     for o in range(n_out):
         w = _U(d0 + o * inner)
         d = scales[t0 + o]
-        c = counts[t0 + o]
-        if c == 0:
-            for i in range(n):
-                dst[w + i] = 0.0 * d  # no valid tap: 0 * (1/0) is NaN unless padding counts
-            continue
-        f = firsts[t0 + o]
-        last = f + (c - 1) * dil
-        qf = f // dil
-        fp, lp = _U(f * inner), _U(last * inner)
-        if qf // block != (last // dil) // block:
+        at_suffix, at_prefix = splits[t0 + o, 0], splits[t0 + o, 1]
+        if at_suffix >= 0 and at_prefix >= 0:
+            fp, lp = _U(at_suffix * inner), _U(at_prefix * inner)
             for i in range(n):
                 dst[w + i] = (suffix[fp + i] + prefix[lp + i]) * d
-        elif qf % block == 0:
+        elif at_prefix >= 0:
+            lp = _U(at_prefix * inner)
             for i in range(n):
                 dst[w + i] = prefix[lp + i] * d
-        else:
+        elif at_suffix >= 0:
+            fp = _U(at_suffix * inner)
             for i in range(n):
                 dst[w + i] = suffix[fp + i] * d
+        else:
+            for i in range(n):
+                dst[w + i] = 0.0 * d  # no valid tap: 0 * (1/0) is NaN unless padding counts
 
 
 @njit(**_JIT)
-def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, scales, prefix, suffix, acc):
+def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, splits, scales, prefix, suffix,
+              acc):
     length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
     dil, stride, block, lo, hi = axes[axis, 3], axes[axis, 4], axes[axis, 5], axes[axis, 6], axes[axis, 7]
     if block > 0:
         for a in range(outer):
             _block_pass(src, s_base + a * length * inner, dst, d_base + a * n_out * inner, length, n_out, inner, t0,
-                        firsts, counts, scales, dil, block, prefix, suffix)
+                        splits, scales, dil, block, prefix, suffix)
     else:
         _direct_pass(src, s_base, dst, d_base, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride,
                      lo, hi, acc)
 
 
 @njit(**_JIT)
-def _pool_slabs(x, out, start, stop, axes, firsts, counts, scales, channels, scratch):
+def _pool_slabs(x, out, start, stop, axes, firsts, counts, splits, scales, channels, scratch):
     """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``.
 
     ``axes[i]`` = (length, outputs, table offset, dilation, stride, block, interior lo, interior
@@ -253,16 +254,16 @@ def _pool_slabs(x, out, start, stop, axes, firsts, counts, scales, channels, scr
             previous = pong if axis % 2 == 0 else ping
             following = ping if axis % 2 == 0 else pong
             if axis == 0 and ndim == 1:
-                _one_pass(x, b * slab_in, out, b * slab_out, axes, axis, outer, inner, firsts, counts, scales,
+                _one_pass(x, b * slab_in, out, b * slab_out, axes, axis, outer, inner, firsts, counts, splits, scales,
                           pre, suf, acc_view)
             elif axis == 0:
-                _one_pass(x, b * slab_in, scratch, following, axes, axis, outer, inner, firsts, counts, scales,
+                _one_pass(x, b * slab_in, scratch, following, axes, axis, outer, inner, firsts, counts, splits, scales,
                           pre, suf, acc_view)
             elif axis == ndim - 1:
-                _one_pass(scratch, previous, out, b * slab_out, axes, axis, outer, inner, firsts, counts, scales,
+                _one_pass(scratch, previous, out, b * slab_out, axes, axis, outer, inner, firsts, counts, splits, scales,
                           pre, suf, acc_view)
             else:
-                _one_pass(scratch, previous, scratch, following, axes, axis, outer, inner, firsts, counts, scales,
+                _one_pass(scratch, previous, scratch, following, axes, axis, outer, inner, firsts, counts, splits, scales,
                           pre, suf, acc_view)
 
 
@@ -285,20 +286,20 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
 
 
 @njit(**_JIT)
-def pool_serial(x, out, slabs, axes, firsts, counts, scales, channels, scratch_size, global_scale):
+def pool_serial(x, out, slabs, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale):
     scratch = np.empty(5 * scratch_size)
     if global_scale > 0:
         _global_slabs(x, out, 0, slabs, channels, global_scale, scratch)
     else:
-        _pool_slabs(x, out, 0, slabs, axes, firsts, counts, scales, channels, scratch)
+        _pool_slabs(x, out, 0, slabs, axes, firsts, counts, splits, scales, channels, scratch)
 
 
 @njit(parallel=True, **_JIT)
-def pool_parallel(x, out, slabs, axes, firsts, counts, scales, channels, scratch_size, global_scale, chunks):
+def pool_parallel(x, out, slabs, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale, chunks):
     for chunk in prange(chunks):
         start, stop = chunk * slabs // chunks, (chunk + 1) * slabs // chunks
         scratch = np.empty(5 * scratch_size)
         if global_scale > 0:
             _global_slabs(x, out, start, stop, channels, global_scale, scratch)
         else:
-            _pool_slabs(x, out, start, stop, axes, firsts, counts, scales, channels, scratch)
+            _pool_slabs(x, out, start, stop, axes, firsts, counts, splits, scales, channels, scratch)
