@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 
 from .dialects import qlinear as dialect
@@ -81,7 +80,7 @@ def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.n
 
 
 def _pieces(work: int, items: int) -> int:
-    threads = numba.get_num_threads()
+    threads = kernels.thread_count()
     if work < PARALLEL_WORK or threads < 2:
         return 1
     return max(1, min(items, threads * _PIECES_PER_THREAD))
@@ -121,7 +120,7 @@ class _Shared:
                         self.cond.notify_all()
 
     def run(self) -> None:
-        threads = numba.get_num_threads()
+        threads = kernels.thread_count()
         if not _POOL or _POOL[0][0] != threads:
             _POOL[:] = [(threads, ThreadPoolExecutor(threads - 1, thread_name_prefix="avgpool-qlinear"))]
         pool = _POOL[0][1]

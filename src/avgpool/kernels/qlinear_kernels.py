@@ -12,7 +12,8 @@ order) times a range of the last axis (``first``/``count``), so the taps of ever
 in onnxruntime's row-major order and its float32 sums are reproduced bit for bit.
 
 General path, per output value (onnxruntime ``QLinearPool*Task``):
-    ``acc = 0f; acc += x_scale * float(int(x) - x_zp)`` (``float(x) - float(x_zp)`` is the same, exactly) over the taps in row-major order,
+    ``acc = 0f; acc += x_scale * float(int(x) - x_zp)`` over the taps in row-major order
+    (``float(x) - float(x_zp)`` is the same number exactly), then
     ``q = rint(acc / float(divisor) / y_scale + float(y_zp))`` in float32, clamped to [qmin, qmax].
 Global path (MLAS ``MlasQLinearGlobalAveragePool``):
     ``S = int32(sum(x) - x_zp * n)``, ``f = float(S) * scale`` clamped to
@@ -21,8 +22,14 @@ Global path (MLAS ``MlasQLinearGlobalAveragePool``):
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit
+
+
+def thread_count() -> int:
+    """The threads the engine may use: numba's setting (NUMBA_NUM_THREADS, numba.set_num_threads)."""
+    return numba.get_num_threads()
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _quantize(acc, divisor, ys, yzp, qmin, qmax):
