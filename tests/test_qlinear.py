@@ -371,6 +371,10 @@ def test_global_path_int32_wraparound(runner):
     x = np.full((1, 1, side, side), 255, np.uint8)
     assert compare(runner, x, 1.0, 0, 2.0**-8, 0, dict(kernel_shape=[side, side])).tolist() == [[[[0]]]]
     assert ours(x, 1.0, 0, 2.0**-8, 0, dict(kernel_shape=[side, side], pads=[0, 0, 0, 1])).tolist() == [[[[255, 255]]]]
+    nhwc = np.full((1, side, side, 2), 255, np.uint8)
+    nhwc[..., 1] = 1
+    assert compare(runner, nhwc, 1.0, 0, 2.0**-8, 0, dict(kernel_shape=[side, side], channels_last=1)).tolist() \
+        == [[[[0, 255]]]]
 
 
 def test_saturation_where_onnxruntime_is_undefined():

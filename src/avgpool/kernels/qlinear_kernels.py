@@ -194,17 +194,29 @@ def global_ncx(x, out, lo, hi, fq, iq):
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def global_nxc(x, out, lo, hi, fq, iq):
-    """x (N, n, C), out (N, C): batches ``lo <= b < hi``."""
+    """x (N, n, C), out (N, C): batches ``lo <= b < hi``. Sums of up to 128 rows fit int16
+    (|x| <= 255), which packs twice as many lanes per vector as int32."""
     n = x.shape[1]
     channels = x.shape[2]
     scale, flo, fhi, bias, yzp = fq[0], fq[1], fq[2], iq[0], iq[1]
-    acc = np.empty(channels, np.int32)  # int32 lanes wrap around exactly as MLAS's do
+    part = np.empty(channels, np.int16)
+    total = np.empty(channels, np.int32)  # int32 lanes wrap around exactly as MLAS's do
     for b in range(lo, hi):
-        acc[:] = 0
-        for i in range(n):
-            row = x[b, i]
+        total[:] = np.int32(bias)
+        start = 0
+        while start < n:
+            stop = min(n, start + 128)
+            part[:] = 0
+            for i in range(start, stop):
+                row = x[b, i]
+                for c in range(channels):
+                    part[c] = np.int16(part[c] + row[c])
             for c in range(channels):
-                acc[c] += np.int32(row[c])
+                total[c] = np.int32(total[c] + part[c])
+            start = stop
         orow = out[b]
         for c in range(channels):
-            orow[c] = _requantize(acc[c], bias, scale, flo, fhi, yzp)
+            f = np.float32(total[c]) * scale
+            f = f if f > flo else flo
+            f = f if f < fhi else fhi
+            orow[c] = np.int32(np.rint(f)) + yzp
