@@ -9,6 +9,13 @@ import avgpool
 
 X = np.zeros((1, 3, 8, 8), np.float32)
 
+def _prepared_twice(out):
+    """The second call of a prepared pool takes its fast path, which checks only `out`."""
+    pool = avgpool.AveragePool([2, 2])
+    pool(X)
+    return pool(X, out=out)
+
+
 # (description, call, words the message must contain)
 CASES = [
     ("scalar kernel", lambda: avgpool.average_pool(X, 3), ["AveragePool-22", "`kernel_shape`", "sequence"]),
@@ -49,6 +56,8 @@ CASES = [
     ("out wrong dtype", lambda: avgpool.average_pool(X, [2, 2], out=np.empty((1, 3, 7, 7), np.float64)), ["`out`", "float64", "float32"]),
     ("out not array", lambda: avgpool.average_pool(X, [2, 2], out=[0]), ["`out`", "numpy array"]),
     ("out read-only", lambda: avgpool.average_pool(X, [2, 2], out=np.broadcast_to(np.float32(0), (1, 3, 7, 7))), ["`out`", "read-only"]),
+    ("prepared pool, wrong out", lambda: _prepared_twice(out=np.empty((1, 3, 8, 8), np.float32)),
+     ["AveragePool-22: `out`", "(1, 3, 7, 7)"]),
     ("shape not sequence", lambda: avgpool.output_shape(5, [2, 2]), ["`input_shape`", "sequence"]),
     ("shape too short", lambda: avgpool.output_shape((1, 8), [2]), ["`input_shape`", "at least 3"]),
     ("shape negative", lambda: avgpool.output_shape((1, 1, -8), [2]), ["`input_shape`", "non-negative"]),

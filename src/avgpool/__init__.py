@@ -6,9 +6,9 @@ array([[[2., 4.]]])
 """
 
 from . import onednn, openvino
-from .api import average_pool, output_shape
+from .api import AveragePool, average_pool, output_shape
 from .errors import AvgPoolError
 from .qlinear import qlinear_average_pool
 
-__all__ = ["AvgPoolError", "average_pool", "onednn", "openvino", "output_shape", "qlinear_average_pool"]
+__all__ = ["AveragePool", "AvgPoolError", "average_pool", "onednn", "openvino", "output_shape", "qlinear_average_pool"]
 __version__ = "0.1.0"

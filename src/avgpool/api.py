@@ -40,13 +40,57 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
     """
     version = onnx_dialect.op_version(opset)
     with error_context(onnx_dialect.label(version)):
-        allowed, allowed_text = onnx_dialect.dtypes(version)
-        array = as_input_array(x, allowed, allowed_text, min_rank=3)
-        layout_ = onnx_dialect.parse_layout(layout)
-        spec = onnx_dialect.make_spec(version, array.shape, kernel_shape, strides=strides, pads=pads,
-                                      auto_pad=auto_pad, ceil_mode=ceil_mode,
-                                      count_include_pad=count_include_pad, dilations=dilations)
+        array, spec, layout_ = _validated(x, version, kernel_shape=kernel_shape, strides=strides, pads=pads,
+                                          auto_pad=auto_pad, ceil_mode=ceil_mode,
+                                          count_include_pad=count_include_pad, dilations=dilations, opset=opset,
+                                          layout=layout)
         return engine.pool(array, spec, layout_, out)
+
+
+class AveragePool:
+    """ONNX AveragePool with its attributes fixed: validated per input shape once, then each call
+    costs the kernel and a few checks (the counterpart of an onnxruntime session with IOBinding).
+
+    >>> import numpy as np, avgpool
+    >>> pool = avgpool.AveragePool([2, 2], strides=[2, 2])
+    >>> pool(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
+    array([[[[ 2.5,  4.5],
+             [10.5, 12.5]]]], dtype=float32)
+    """
+
+    def __init__(self, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
+                 count_include_pad: bool | int = False, dilations: Sequence[int] | None = None, opset: int = 22,
+                 layout: str = "NCX") -> None:
+        self._attributes = dict(kernel_shape=kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
+                                ceil_mode=ceil_mode, count_include_pad=count_include_pad, dilations=dilations,
+                                opset=opset, layout=layout)
+        self._version = onnx_dialect.op_version(opset)
+        self._prepared: dict[tuple, engine.PreparedPool] = {}
+
+    def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if type(x) is np.ndarray:
+            prepared = self._prepared.get((x.shape, x.dtype))
+            if prepared is not None:  # this exact shape and dtype were validated before
+                try:
+                    return prepared(x, out)
+                except AvgPoolError as err:  # only `out` can be wrong here
+                    raise AvgPoolError(f"{onnx_dialect.label(self._version)}: {err}") from None
+        with error_context(onnx_dialect.label(self._version)):
+            array, spec, layout = _validated(x, self._version, **self._attributes)
+            prepared = engine.prepare(spec, array.shape, array.dtype, layout)
+            if array is x:
+                self._prepared[(array.shape, array.dtype)] = prepared
+            return prepared(array, out)
+
+
+def _validated(x: Any, version: int, *, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
+               dilations, opset, layout):
+    allowed, allowed_text = onnx_dialect.dtypes(version)
+    array = as_input_array(x, allowed, allowed_text, min_rank=3)
+    spec = onnx_dialect.make_spec(version, array.shape, kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
+                                  ceil_mode=ceil_mode, count_include_pad=count_include_pad, dilations=dilations)
+    return array, spec, onnx_dialect.parse_layout(layout)
 
 
 def output_shape(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,

@@ -111,16 +111,16 @@ def _reciprocal(divisors: np.ndarray) -> np.ndarray:
         return 1.0 / divisors.astype(np.float64)
 
 
-def _run_kernel(x: np.ndarray, out: np.ndarray, slabs: int, tables: KernelTables, channels: int) -> None:
-    """``x`` and ``out``: flat contiguous views of ``slabs`` slabs."""
+def _kernel_call(slabs: int, size: int, tables: KernelTables, channels: int) -> tuple:
+    """The compiled kernel for ``slabs`` slabs of ``size`` input elements, and its arguments
+    after the input and output arrays (flat, contiguous)."""
     from .kernels import separable  # compiled lazily: importing avgpool stays fast
 
     t = tables
     args = (slabs, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
-    if x.size >= PARALLEL_MIN_ELEMENTS and slabs > 1:
-        separable.pool_parallel(x, out, *args, min(slabs, 4 * _threads()))
-    else:
-        separable.pool_serial(x, out, *args)
+    if size >= PARALLEL_MIN_ELEMENTS and slabs > 1:
+        return separable.pool_parallel, args + (min(slabs, 4 * _threads()),)
+    return separable.pool_serial, args
 
 
 @functools.lru_cache(maxsize=1)
@@ -130,34 +130,63 @@ def _threads() -> int:
     return numba.get_num_threads()
 
 
+@dataclass(frozen=True, eq=False)
+class PreparedPool:
+    """Everything about one (spec, input shape, dtype, layout) that does not depend on the data:
+    calling it costs the kernel and a few checks."""
+
+    out_shape: tuple[int, ...]
+    dtype: np.dtype
+    slabs: int
+    channels: int
+    tables: KernelTables
+    kernel: object  # the compiled kernel for float32/float64 data, None for float16/bfloat16
+    kernel_args: tuple
+
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(self.out_shape, dtype=self.dtype)
+            in_place = True
+        else:
+            check_out(out, self.out_shape, self.dtype)
+            in_place = out.flags.c_contiguous and not np.may_share_memory(out, x)
+        if out.size == 0:
+            return out
+        flat_x = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
+        target = out if in_place else np.empty(self.out_shape, dtype=self.dtype)
+        if self.kernel is not None:
+            self.kernel(flat_x, target.reshape(-1), *self.kernel_args)
+        else:
+            self._widened(flat_x, target.reshape(-1))
+        if target is not out:
+            out[...] = target
+        return out
+
+    def _widened(self, flat_x: np.ndarray, flat_out: np.ndarray) -> None:
+        """float16/bfloat16: widened to float32 in blocks, accumulated in float64, rounded once."""
+        slab_in, slab_out = flat_x.size // self.slabs, flat_out.size // self.slabs
+        step = max(1, WIDEN_BLOCK_ELEMENTS // max(1, slab_in))
+        for start in range(0, self.slabs, step):
+            count = min(step, self.slabs - start)
+            wide_out = np.empty(count * slab_out, np.float64)
+            wide_in = flat_x[start * slab_in:(start + count) * slab_in].astype(np.float32)
+            kernel, args = _kernel_call(count, wide_in.size, self.tables, self.channels)
+            kernel(wide_in, wide_out, *args)
+            flat_out[start * slab_out:(start + count) * slab_out] = wide_out.astype(self.dtype)
+
+
+@functools.lru_cache(maxsize=512)
+def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
+    """Shape inference, window tables and kernel set-up for one input shape, cached."""
+    out_shape = infer_output_shape(spec, shape, layout)
+    slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
+    tables = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
+    kernel, args = None, ()
+    if np.dtype(dtype) in _NATIVE:
+        kernel, args = _kernel_call(slabs, math.prod(shape), tables, channels)
+    return PreparedPool(out_shape, np.dtype(dtype), slabs, channels, tables, kernel, args)
+
+
 def pool(x: np.ndarray, spec: PoolSpec, layout: Layout, out: np.ndarray | None = None) -> np.ndarray:
     """Average-pool a validated float array (native byte order, any strides) with ``spec``."""
-    shape = infer_output_shape(spec, x.shape, layout)
-    if out is None:
-        out = np.empty(shape, dtype=x.dtype)
-    else:
-        check_out(out, shape, x.dtype)
-    if out.size == 0:
-        return out
-    spatial = spatial_shape_of(x.shape, layout)
-    slabs, channels = (x.shape[0] * x.shape[1], 1) if layout is Layout.NCX else (x.shape[0], x.shape[-1])
-    tables = kernel_tables(spec, spatial, channels)
-    flat_x = np.ascontiguousarray(x).reshape(-1)
-    writable_in_place = out.flags.c_contiguous and not np.may_share_memory(out, x)
-    target = out if writable_in_place else np.empty(shape, dtype=x.dtype)
-    flat_out = target.reshape(-1)
-    if x.dtype in _NATIVE:
-        _run_kernel(flat_x, flat_out, slabs, tables, channels)
-    else:
-        # widen float16/bfloat16 to float32 in blocks, accumulate in float64, round once
-        slab_in, slab_out = flat_x.size // slabs, flat_out.size // slabs
-        step = max(1, WIDEN_BLOCK_ELEMENTS // max(1, slab_in))
-        for start in range(0, slabs, step):
-            count = min(step, slabs - start)
-            wide_out = np.empty(count * slab_out, np.float64)
-            _run_kernel(flat_x[start * slab_in:(start + count) * slab_in].astype(np.float32), wide_out, count, tables,
-                        channels)
-            flat_out[start * slab_out:(start + count) * slab_out] = wide_out.astype(x.dtype)
-    if target is not out:
-        out[...] = target
-    return out
+    return prepare(spec, x.shape, x.dtype, layout)(x, out)
