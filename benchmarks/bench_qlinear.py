@@ -50,6 +50,7 @@ WORKLOADS = [
     Workload("densenet121 global 7x7 (1x1024x7x7)", (1, 1024, 7, 7), 7, 7),
     Workload("resnet50 global 7x7 (1x2048x7x7)", (1, 2048, 7, 7), 7, 7),
     Workload("inception 3x3 s1 p1 (1x192x28x28)", (1, 192, 28, 28), 3, 1, 1),
+    Workload("tiny 1x1x4x4 k2 (per-call overhead)", (1, 1, 4, 4), 2, 1),
 ]
 
 

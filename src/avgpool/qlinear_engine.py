@@ -53,6 +53,10 @@ class Prepared:
     pieces: int  # 1: serial; more: that many pieces shared by the threads
     tables: tuple[np.ndarray, ...]  # window tables of the general path
     _scalars: dict = field(default_factory=dict)
+    kernel: Any = None  # the kernel function (None: empty output), set from ``kind``
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kernel", _KERNELS.get(self.kind))
 
     def scalars(self, params: dialect.QuantParams) -> tuple[np.ndarray, np.ndarray]:
         """The kernel's (float32, int64) scalar arrays for these quantisation values (cached;
@@ -216,11 +220,11 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
 def run(prepared: Prepared, x: np.ndarray, scalars: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Pool a C-contiguous uint8/int8 array of the prepared shape."""
     out = np.empty(prepared.out_view, x.dtype)
-    kind = prepared.kind
-    if kind != _EMPTY:
-        kernel, xv = _KERNELS[kind], x.reshape(prepared.x_view)
+    kernel = prepared.kernel
+    if kernel is not None:
         if prepared.pieces == 1:
-            kernel(xv, out, 0, prepared.items, *prepared.tables, *scalars)
+            kernel(x.reshape(prepared.x_view), out, 0, prepared.items, *prepared.tables, *scalars)
         else:
-            _Shared(kernel, xv, out, prepared.items, prepared.pieces, (*prepared.tables, *scalars)).run()
+            _Shared(kernel, x.reshape(prepared.x_view), out, prepared.items, prepared.pieces,
+                    (*prepared.tables, *scalars)).run()
     return out.reshape(prepared.out_shape)
