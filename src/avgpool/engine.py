@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import threads
 from .inputs import check_out
 from .plan import AxisPlan, make_plan
 from .shape import infer_output_shape, spatial_shape_of
@@ -112,22 +113,17 @@ def _reciprocal(divisors: np.ndarray) -> np.ndarray:
 
 
 def _kernel_call(slabs: int, size: int, tables: KernelTables, channels: int) -> tuple:
-    """The compiled kernel for ``slabs`` slabs of ``size`` input elements, and its arguments
-    after the input and output arrays (flat, contiguous)."""
+    """The kernel arguments after the input and output arrays (flat, contiguous), and the number
+    of pieces to share between threads."""
+    t = tables
+    args = (t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
+    return args, threads.pieces_for(slabs, size >= PARALLEL_MIN_ELEMENTS)
+
+
+def _run(x: np.ndarray, out: np.ndarray, slabs: int, args: tuple, pieces: int) -> None:
     from .kernels import separable  # compiled lazily: importing avgpool stays fast
 
-    t = tables
-    args = (slabs, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
-    if size >= PARALLEL_MIN_ELEMENTS and slabs > 1:
-        return separable.pool_parallel, args + (min(slabs, 4 * _threads()),)
-    return separable.pool_serial, args
-
-
-@functools.lru_cache(maxsize=1)
-def _threads() -> int:
-    import numba
-
-    return numba.get_num_threads()
+    threads.run_pieces(separable.pool_slabs, x, out, slabs, pieces, args)
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,8 +136,9 @@ class PreparedPool:
     slabs: int
     channels: int
     tables: KernelTables
-    kernel: object  # the compiled kernel for float32/float64 data, None for float16/bfloat16
+    native: bool  # float32/float64: the kernel reads the input directly
     kernel_args: tuple
+    pieces: int
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
@@ -154,8 +151,8 @@ class PreparedPool:
             return out
         flat_x = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
         target = out if in_place else np.empty(self.out_shape, dtype=self.dtype)
-        if self.kernel is not None:
-            self.kernel(flat_x, target.reshape(-1), *self.kernel_args)
+        if self.native:
+            _run(flat_x, target.reshape(-1), self.slabs, self.kernel_args, self.pieces)
         else:
             self._widened(flat_x, target.reshape(-1))
         if target is not out:
@@ -170,8 +167,7 @@ class PreparedPool:
             count = min(step, self.slabs - start)
             wide_out = np.empty(count * slab_out, np.float64)
             wide_in = flat_x[start * slab_in:(start + count) * slab_in].astype(np.float32)
-            kernel, args = _kernel_call(count, wide_in.size, self.tables, self.channels)
-            kernel(wide_in, wide_out, *args)
+            _run(wide_in, wide_out, count, *_kernel_call(count, wide_in.size, self.tables, self.channels))
             flat_out[start * slab_out:(start + count) * slab_out] = wide_out.astype(self.dtype)
 
 
@@ -181,10 +177,8 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     out_shape = infer_output_shape(spec, shape, layout)
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
     tables = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
-    kernel, args = None, ()
-    if np.dtype(dtype) in _NATIVE:
-        kernel, args = _kernel_call(slabs, math.prod(shape), tables, channels)
-    return PreparedPool(out_shape, np.dtype(dtype), slabs, channels, tables, kernel, args)
+    args, pieces = _kernel_call(slabs, math.prod(shape), tables, channels)
+    return PreparedPool(out_shape, np.dtype(dtype), slabs, channels, tables, np.dtype(dtype) in _NATIVE, args, pieces)
 
 
 def pool(x: np.ndarray, spec: PoolSpec, layout: Layout, out: np.ndarray | None = None) -> np.ndarray:
