@@ -88,7 +88,8 @@ def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...
               helper.make_tensor_value_info("ys", TensorProto.FLOAT, []),
               helper.make_tensor_value_info("yz", elem, [])]
     graph = helper.make_graph([node], "q", inputs, [helper.make_tensor_value_info("y", elem, list(out_shape))])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
+                                                    helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 9
     options = ort.SessionOptions()
     options.intra_op_num_threads = THREADS

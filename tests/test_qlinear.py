@@ -272,7 +272,8 @@ def test_optional_zero_points_and_scalar_forms(runner):
     # onnxruntime with y_zero_point really absent (a 4-input node)
     assert np.array_equal(runner.run(x, 0.3, 0, 0.7, None, attrs, with_zp=False), expected)
     x8 = x.view(np.int8)
-    assert np.array_equal(runner.run(x8, 0.3, 0, 0.7, None, attrs, with_zp=False), ours(x8, 0.3, None, 0.7, None, attrs))
+    assert np.array_equal(runner.run(x8, 0.3, 0, 0.7, None, attrs, with_zp=False),
+                          ours(x8, 0.3, None, 0.7, None, attrs))
     assert np.array_equal(expected, ours(x, 0.3, 0, 0.7, 0, attrs))
     for xs, xz, ys, yz in [(F32(0.3), np.uint8(0), F32(0.7), np.uint8(0)),
                            (np.array([0.3], F32), np.array([0], np.uint8), np.array(0.7, F32), np.array(0, np.uint8)),
@@ -497,7 +498,8 @@ OK = dict(kernel_shape=[2, 2])
     ((X, 0.1, 0.5, 0.1, 0), OK, "`x_zero_point` must be an integer of X's dtype uint8"),
     ((X, 0.1, 0, 0.1, False), OK, "`y_zero_point` must be an integer"),
     ((X, 1.0, 0, 1e-4, 0), dict(kernel_shape=[4, 4]),
-     "needs 2**-32 <= x_scale / (y_scale * 16) < 256; with `x_scale` 1.0 and `y_scale` 9.999999747378752e-05 it is 625.0"),
+     "needs 2**-32 <= x_scale / (y_scale * 16) < 256; with `x_scale` 1.0 and `y_scale` 9.999999747378752e-05 "
+     "it is 625.0"),
     ((X, 1e-12, 0, 1.0, 0), dict(kernel_shape=[4, 4], channels_last=0), "integer global-average path"),
     ((X, 0.1, 0, -0.1, 0), dict(kernel_shape=[4, 4]), "it is -0.0625"),
 ])
