@@ -154,13 +154,14 @@ def to_ncx(w: Workload, a: np.ndarray) -> np.ndarray:
 def avgpool_runner(w: Workload, x: np.ndarray) -> Runner:
     out_shape = avgpool.output_shape(x.shape, layout=w.layout, **w.shape_attrs)
     out = np.empty(out_shape, dtype=x.dtype)
-    attrs = dict(w.attrs)
-    layout = w.layout
+    # the prepared pool is avgpool's counterpart of an onnxruntime session with IOBinding, an
+    # OpenVINO compiled model and torch's .out kernels: attributes validated once, data per call
+    pool = avgpool.AveragePool(layout=w.layout, **w.attrs)
 
     def call():
-        return avgpool.average_pool(x, out=out, layout=layout, **attrs)
+        return pool(x, out)
 
-    return Runner("avgpool", call, lambda: to_ncx(w, out), note="out= preallocated")
+    return Runner("avgpool", call, lambda: to_ncx(w, out), note="AveragePool prepared, out= preallocated")
 
 
 def copy_runner(w: Workload, x: np.ndarray, out_shape: tuple[int, ...]) -> Runner:

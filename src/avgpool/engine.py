@@ -19,6 +19,8 @@ from .spec import Layout, PoolSpec
 
 # Below this many input elements one thread is faster: a numba prange launch alone costs 2-6 us.
 PARALLEL_MIN_ELEMENTS = 1 << 16
+# Slabs are pooled in groups whose two float64 intermediate buffers take about this much cache.
+GROUP_SCRATCH_BYTES = 1 << 18
 # float16/bfloat16 are widened to float32 this many elements at a time (numba has no float16).
 WIDEN_BLOCK_ELEMENTS = 1 << 18
 # A pass sums from block partial sums (cost flat in k) when direct summation would cost more.
@@ -116,8 +118,10 @@ def _kernel_call(slabs: int, size: int, tables: KernelTables, channels: int) -> 
     """The kernel arguments after the input and output arrays (flat, contiguous), and the number
     of pieces to share between threads."""
     t = tables
-    args = (t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
-    return args, threads.pieces_for(slabs, size >= PARALLEL_MIN_ELEMENTS)
+    pieces = threads.pieces_for(slabs, size >= PARALLEL_MIN_ELEMENTS)
+    group = max(1, min(-(-slabs // pieces), GROUP_SCRATCH_BYTES // (16 * t.scratch_size)))
+    args = (group, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
+    return args, pieces
 
 
 def _run(x: np.ndarray, out: np.ndarray, slabs: int, args: tuple, pieces: int) -> None:

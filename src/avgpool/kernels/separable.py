@@ -224,28 +224,29 @@ def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts
 
 
 @njit(**_JIT)
-def _pool_slabs(x, out, start, stop, axes, firsts, counts, splits, scales, channels, scratch):
-    """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``.
+def _pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch, size):
+    """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``, ``group`` slabs
+    at a time (consecutive slabs are just more outer rows of each pass, so the set-up of each
+    vector loop is paid once per group; the engine sizes groups to stay in cache).
 
     ``axes[i]`` = (length, outputs, table offset, dilation, stride, block, interior lo, interior
-    hi); ``scratch`` holds two ping-pong buffers, prefix, suffix and acc. Pass ``axis`` reads the
-    input (first pass) or the buffer the previous pass wrote, and writes the output (last pass) or
-    the other buffer; the four cases are spelled out because numba types each variable once
-    (input, buffers and output may have three different dtypes).
+    hi). ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
+    of ``size``. Pass ``axis`` reads the input (first pass) or the buffer the previous pass
+    wrote, and writes the output (last pass) or the other buffer; the four cases are spelled out
+    because numba types each variable once (input, buffers and output may have three dtypes).
     """
     ndim = axes.shape[0]
-    size = scratch.shape[0] // 5
-    ping, pong, prefix, suffix, acc = 0, size, 2 * size, 3 * size, 4 * size
-    slab_in, slab_out = 1, 1
+    ping, pong = 0, group * size
+    rest = 2 * group * size
+    pre, suf, acc = scratch[rest:rest + size], scratch[rest + size:rest + 2 * size], scratch[rest + 2 * size:]
+    slab_in, slab_out = channels, channels
     for axis in range(ndim):
         slab_in *= axes[axis, 0]
         slab_out *= axes[axis, 1]
-    slab_in *= channels
-    slab_out *= channels
-    pre, suf, acc_view = scratch[prefix:prefix + size], scratch[suffix:suffix + size], scratch[acc:acc + size]
-    for b in range(start, stop):
+    for b in range(start, stop, group):
+        slabs = min(group, stop - b)
         for axis in range(ndim):
-            outer = 1
+            outer = slabs
             for i in range(axis):
                 outer *= axes[i, 1]
             inner = channels
@@ -255,16 +256,16 @@ def _pool_slabs(x, out, start, stop, axes, firsts, counts, splits, scales, chann
             following = ping if axis % 2 == 0 else pong
             if axis == 0 and ndim == 1:
                 _one_pass(x, b * slab_in, out, b * slab_out, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc_view)
+                          pre, suf, acc)
             elif axis == 0:
                 _one_pass(x, b * slab_in, scratch, following, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc_view)
+                          pre, suf, acc)
             elif axis == ndim - 1:
                 _one_pass(scratch, previous, out, b * slab_out, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc_view)
+                          pre, suf, acc)
             else:
                 _one_pass(scratch, previous, scratch, following, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc_view)
+                          pre, suf, acc)
 
 
 @njit(fastmath={"reassoc"}, **_JIT)
@@ -306,10 +307,10 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
 
 
 @njit(**_JIT)
-def pool_slabs(x, out, start, stop, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale):
+def pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale):
     """Pool slabs ``start..stop`` (any thread: the GIL is released)."""
-    scratch = np.empty(5 * scratch_size)
+    scratch = np.empty((2 * group + 3) * scratch_size)
     if global_scale > 0:
         _global_slabs(x, out, start, stop, channels, global_scale, scratch)
     else:
-        _pool_slabs(x, out, start, stop, axes, firsts, counts, splits, scales, channels, scratch)
+        _pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch, scratch_size)
