@@ -9,29 +9,33 @@ one allocation and the kernel.
 from __future__ import annotations
 
 import functools
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import threads
 from .dialects import qlinear as dialect
-from .kernels import qlinear_kernels as kernels
 from .plan import make_plan
 from .shape import infer_output_shape
 from .spec import Layout
 
 #: Below this many operations (input reads plus tap additions) a call runs on one thread.
 PARALLEL_WORK = 1 << 22
-#: Pieces per thread: the threads take pieces until none is left, so a thread that the OS
-#: schedules late (other processes busy on the cores) costs its share of the time, not a stall.
-_PIECES_PER_THREAD = 4
 _SCALARS_CACHE = 64
 
 _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC = range(5)
-_KERNELS = {_GENERAL_NCX: kernels.pool_ncx, _GENERAL_NXC: kernels.pool_nxc,
-            _GLOBAL_NCX: kernels.global_ncx, _GLOBAL_NXC: kernels.global_nxc}
+_KERNEL_NAMES = {_GENERAL_NCX: "pool_ncx", _GENERAL_NXC: "pool_nxc", _GLOBAL_NCX: "global_ncx",
+                 _GLOBAL_NXC: "global_nxc"}
+
+
+def _kernel(kind: int) -> Any:
+    """The compiled kernel of a path; imported on first use, so that importing avgpool stays fast."""
+    if kind not in _KERNEL_NAMES:
+        return None
+    from .kernels import qlinear_kernels
+
+    return getattr(qlinear_kernels, _KERNEL_NAMES[kind])
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -56,7 +60,7 @@ class Prepared:
     kernel: Any = None  # the kernel function (None: empty output), set from ``kind``
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kernel", _KERNELS.get(self.kind))
+        object.__setattr__(self, "kernel", _kernel(self.kind))
 
     def scalars(self, params: dialect.QuantParams) -> tuple[np.ndarray, np.ndarray]:
         """The kernel's (float32, int64) scalar arrays for these quantisation values (cached;
@@ -84,58 +88,7 @@ def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.n
 
 
 def _pieces(work: int, items: int) -> int:
-    threads = kernels.thread_count()
-    if work < PARALLEL_WORK or threads < 2:
-        return 1
-    return max(1, min(items, threads * _PIECES_PER_THREAD))
-
-
-_POOL: list = []  # [(threads, ThreadPoolExecutor)], created on first use
-
-
-class _Shared:
-    """Pieces ``0 <= i < pieces`` of ``kernel(x, out, lo, hi, *args)``, taken in turn by the
-    calling thread and helper threads (the kernels release the GIL). Unlike a fork-join region,
-    the caller never waits for a helper that has not started: it takes the pieces itself."""
-
-    def __init__(self, kernel: Any, x: np.ndarray, out: np.ndarray, items: int, pieces: int, args: tuple) -> None:
-        self.kernel, self.x, self.out, self.items, self.pieces, self.args = kernel, x, out, items, pieces, args
-        self.next = self.running = 0
-        self.error: BaseException | None = None
-        self.cond = threading.Condition()
-
-    def work(self) -> None:
-        while True:
-            with self.cond:
-                i = self.next
-                if i >= self.pieces or self.error is not None:
-                    return
-                self.next = i + 1
-                self.running += 1
-            try:
-                self.kernel(self.x, self.out, self.items * i // self.pieces, self.items * (i + 1) // self.pieces,
-                            *self.args)
-            except BaseException as err:  # noqa: BLE001 - re-raised in the calling thread
-                self.error = err
-            finally:
-                with self.cond:
-                    self.running -= 1
-                    if self.running == 0:
-                        self.cond.notify_all()
-
-    def run(self) -> None:
-        threads = kernels.thread_count()
-        if not _POOL or _POOL[0][0] != threads:
-            _POOL[:] = [(threads, ThreadPoolExecutor(threads - 1, thread_name_prefix="avgpool-qlinear"))]
-        pool = _POOL[0][1]
-        for _ in range(threads - 1):
-            pool.submit(self.work)
-        self.work()
-        with self.cond:
-            while self.running:
-                self.cond.wait()
-        if self.error is not None:
-            raise self.error
+    return threads.pieces_for(items, work >= PARALLEL_WORK)
 
 
 def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -222,9 +175,6 @@ def run(prepared: Prepared, x: np.ndarray, scalars: tuple[np.ndarray, np.ndarray
     out = np.empty(prepared.out_view, x.dtype)
     kernel = prepared.kernel
     if kernel is not None:
-        if prepared.pieces == 1:
-            kernel(x.reshape(prepared.x_view), out, 0, prepared.items, *prepared.tables, *scalars)
-        else:
-            _Shared(kernel, x.reshape(prepared.x_view), out, prepared.items, prepared.pieces,
-                    (*prepared.tables, *scalars)).run()
+        threads.run_pieces(kernel, x.reshape(prepared.x_view), out, prepared.items, prepared.pieces,
+                           (*prepared.tables, *scalars))
     return out.reshape(prepared.out_shape)

@@ -22,14 +22,10 @@ Global path (MLAS ``MlasQLinearGlobalAveragePool``):
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit
 
 
-def thread_count() -> int:
-    """The threads the engine may use: numba's setting (NUMBA_NUM_THREADS, numba.set_num_threads)."""
-    return numba.get_num_threads()
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _quantize(acc, divisor, ys, yzp, qmin, qmax):
