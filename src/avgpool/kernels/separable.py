@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .halfwidth import narrow, widen
+
 _JIT = dict(cache=True, nogil=True, error_model="numpy", boundscheck=None)
 _U = np.uint64
 
@@ -314,3 +316,22 @@ def pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales,
         _global_slabs(x, out, start, stop, channels, global_scale, scratch)
     else:
         _pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch, scratch_size)
+
+
+@njit(**_JIT)
+def pool_slabs_16(bits, out_bits, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch_size,
+                  global_scale, table, mant_bits, exp_bits, block_slabs):
+    """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
+    ``block_slabs`` slabs are widened to float32, pooled in float64 and rounded once back."""
+    slab_in, slab_out = channels, channels
+    for axis in range(axes.shape[0]):
+        slab_in *= axes[axis, 0]
+        slab_out *= axes[axis, 1]
+    wide_in = np.empty(block_slabs * slab_in, np.float32)
+    wide_out = np.empty(block_slabs * slab_out, np.float64)
+    for b in range(start, stop, block_slabs):
+        n = min(block_slabs, stop - b)
+        widen(bits, b * slab_in, (b + n) * slab_in, table, wide_in)
+        pool_slabs(wide_in, wide_out, 0, n, group, axes, firsts, counts, splits, scales, channels, scratch_size,
+                   global_scale)
+        narrow(wide_out[:n * slab_out], out_bits, b * slab_out, mant_bits, exp_bits)
