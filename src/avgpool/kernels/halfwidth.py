@@ -16,7 +16,8 @@ _JIT = dict(cache=True, nogil=True, error_model="numpy", boundscheck=None)
 
 def widening_table(dtype: np.dtype) -> np.ndarray:
     """float32 value of every 16-bit pattern of ``dtype`` (float16 or bfloat16)."""
-    return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).astype(np.float32)
+    with np.errstate(invalid="ignore"):  # the NaN patterns
+        return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).astype(np.float32)
 
 
 @njit(**_JIT)
