@@ -122,10 +122,10 @@ def test_huge_value_leaves_no_error_in_other_windows(position, kernel, dtype):
 
 @st.composite
 def large_kernel_configurations(draw):
-    """Kernels of 13 and more take the block-partial-sum path (engine.BLOCK_SUMS_MIN_KERNEL)."""
+    """Kernels of 15 and more take the block-partial-sum path (engine.BLOCK_SUMS_MIN_KERNEL)."""
     ndim = draw(st.integers(1, 2))
     spatial = tuple(draw(st.integers(1, 60 if ndim == 1 else 24)) for _ in range(ndim))
-    kernel = [draw(st.integers(13, 20)) for _ in range(ndim)]
+    kernel = [draw(st.integers(15, 22)) for _ in range(ndim)]
     attrs = dict(kernel_shape=kernel, strides=[draw(st.integers(1, 2)) for _ in range(ndim)],
                  dilations=[draw(st.integers(1, 3)) for _ in range(ndim)], opset=22,
                  auto_pad=draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
