@@ -19,19 +19,16 @@ arithmetic of its own, so only its largest difference is shown.
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from avgpool.qlinear import qlinear_average_pool
+from bench import Runner, measure  # one timing method for every benchmark
 
 THREADS = 2
-PAUSE_S = 0.05
 X_SCALE, X_ZP, Y_SCALE, Y_ZP = 0.05, 128, 0.05, 128
 
 
@@ -52,14 +49,6 @@ WORKLOADS = [
     Workload("inception 3x3 s1 p1 (1x192x28x28)", (1, 192, 28, 28), 3, 1, 1),
     Workload("tiny 1x1x4x4 k2 (per-call overhead)", (1, 1, 4, 4), 2, 1),
 ]
-
-
-@dataclass
-class Runner:
-    name: str
-    call: Callable[[], object]
-    result: Callable[[], np.ndarray]  # the last output in the layout's own order
-    keep: tuple = ()
 
 
 def avgpool_runner(w: Workload, x: np.ndarray, nhwc: bool) -> Runner:
@@ -140,36 +129,6 @@ def torch_runner(w: Workload, x: np.ndarray, nhwc: bool) -> Runner:
     return Runner("torch", call, result, keep=(qx,))
 
 
-def calls_per_batch(call: Callable[[], object], budget_s: float) -> int:
-    n = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        elapsed = time.perf_counter() - t0
-        if elapsed >= budget_s / 4 or n >= 1 << 20:
-            return max(1, math.ceil(budget_s / (elapsed / n)))
-        n *= 4
-
-
-def measure(runners: list[Runner], rounds: int, budget_s: float) -> dict[str, float]:
-    """Median per-call seconds of each runner; runners interleaved, the order rotated each round."""
-    batches = {}
-    for r in runners:
-        time.sleep(PAUSE_S)
-        batches[r.name] = calls_per_batch(r.call, budget_s)
-    samples: dict[str, list[float]] = {r.name: [] for r in runners}
-    for i in range(rounds):
-        for r in runners[i % len(runners):] + runners[:i % len(runners)]:
-            n, call = batches[r.name], r.call
-            time.sleep(PAUSE_S)
-            t0 = time.perf_counter()
-            for _ in range(n):
-                call()
-            samples[r.name].append((time.perf_counter() - t0) / n)
-    return {name: statistics.median(s) for name, s in samples.items()}
-
-
 def fmt(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:8.3f} ms"
@@ -210,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                 elif theirs.shape == ours.shape:
                     diff = int(np.abs(theirs.astype(np.int16) - ours.astype(np.int16)).max())
                     notes.append(f"torch max |diff| {diff}")
-            medians = measure(runners, args.rounds, args.budget)
+            medians = {name: statistics.median(samples)
+                       for name, samples in measure(runners, args.rounds, args.budget).items()}
             peers = {k: v for k, v in medians.items() if k != "avgpool"}
             print(f"\n{w.name} [{'NHWC' if nhwc else 'NCHW'}]")
             for name, t in medians.items():

@@ -48,16 +48,21 @@ def output_length(padded_length: int, extent: int, stride: int, pad_begin_plus_l
     return out
 
 
+def resolved_pads(spec: PoolSpec, axis: int, length: int) -> tuple[int, int]:
+    """The (begin, end) pads of one axis: given, none (VALID), or SAME's from the dilated extent."""
+    if spec.pad_mode is PadMode.EXPLICIT:
+        return spec.pads[axis]
+    if spec.pad_mode is PadMode.VALID:
+        return 0, 0
+    extent = (spec.kernel[axis] - 1) * spec.dilations[axis] + 1
+    return same_pads(length, spec.strides[axis], extent, spec.pad_mode is PadMode.SAME_UPPER)
+
+
 def resolve_axis(spec: PoolSpec, axis: int, length: int) -> AxisGeometry:
     """Resolve one axis: pads from the pad mode, then the output length."""
     kernel, stride, dilation = spec.kernel[axis], spec.strides[axis], spec.dilations[axis]
     extent = (kernel - 1) * dilation + 1
-    if spec.pad_mode is PadMode.EXPLICIT:
-        pad_begin, pad_end = spec.pads[axis]
-    elif spec.pad_mode is PadMode.VALID:
-        pad_begin, pad_end = 0, 0
-    else:
-        pad_begin, pad_end = same_pads(length, stride, extent, spec.pad_mode is PadMode.SAME_UPPER)
+    pad_begin, pad_end = resolved_pads(spec, axis, length)
     out = output_length(length + pad_begin + pad_end, extent, stride, length + pad_begin, spec.rounding)
     if out < 0:
         raise AvgPoolError(

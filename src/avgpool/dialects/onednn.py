@@ -14,7 +14,7 @@ import numpy as np
 
 from ..attributes import as_choice, as_flag, as_int_tuple
 from ..errors import AvgPoolError
-from ..shape import output_length, same_pads
+from ..shape import output_length, resolved_pads
 from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 
 LABEL = "oneDNN AvgPool"
@@ -63,13 +63,9 @@ def _check_no_window_of_padding_only(spec: PoolSpec, spatial: tuple[int, ...]) -
     """oneDNN's pooling primitive refuses exclude-padding geometries with a window outside the input
     (its 0 / 0 ambiguity): a pad as long as the kernel, or a ceil window starting past the end (the
     end pad it is given then reaches the kernel's length)."""
-    for axis, (length, k, s) in enumerate(zip(spatial, spec.kernel, spec.strides)):
-        if spec.pad_mode is PadMode.EXPLICIT:
-            begin, end = spec.pads[axis]
-        elif spec.pad_mode is PadMode.VALID:
-            begin, end = 0, 0
-        else:
-            begin, end = same_pads(length, s, k, spec.pad_mode is PadMode.SAME_UPPER)
+    for axis, length in enumerate(spatial):
+        k, s = spec.kernel[axis], spec.strides[axis]
+        begin, end = resolved_pads(spec, axis, length)
         if begin >= k or end >= k:
             raise AvgPoolError(f"`pads_begin`/`pads_end` ({begin}, {end}) on axis {axis} with `exclude_pad` true: "
                                f"oneDNN refuses a pad as long as the kernel ({k}), a window of padding only")
