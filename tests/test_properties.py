@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import given, note
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import avgpool
@@ -164,3 +164,22 @@ def test_large_kernel_configurations_do_take_the_block_path():
     got = avgpool.average_pool(x, [15, 15], pads=[7, 7, 7, 7])
     exact = reference_pool(x, [15, 15], [1, 1], [1, 1], [(7, 7), (7, 7)])
     assert_close_to_exact(got, exact, reference_pool(np.abs(x), [15, 15], [1, 1], [1, 1], [(7, 7), (7, 7)]), 225)
+
+
+@settings(max_examples=15)
+@given(st.data())
+def test_streaming_block_sums_match_reference(data):
+    """Planes at least twice the kernel take the streaming block pass (dilation 1, rows > 1)."""
+    k = [data.draw(st.integers(15, 18)), data.draw(st.integers(15, 18))]
+    shape = (1, data.draw(st.integers(30, 40)), data.draw(st.integers(30, 40)), 2)  # NXC: rows of 2 channels
+    attrs = dict(kernel_shape=k, strides=[data.draw(st.integers(1, 2)), 1], ceil_mode=data.draw(st.booleans()),
+                 count_include_pad=data.draw(st.booleans()),
+                 pads=[data.draw(st.integers(0, 15)) for _ in range(4)], auto_pad="NOTSET", dilations=None, opset=22)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, shape)
+    for value in data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 1e300]), max_size=3)):
+        x[(0,) + tuple(int(rng.integers(0, n)) for n in shape[1:])] = value
+    note(f"attrs={attrs}")
+    exact = _reference_of(x, attrs, "NXC")
+    got = avgpool.average_pool(x, layout="NXC", **attrs)
+    assert_close_to_exact(got, exact, _reference_of(x, attrs, "NXC", absolute=True), k[0] * k[1], context=str(attrs))

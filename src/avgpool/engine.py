@@ -63,10 +63,11 @@ def _interior(plan: AxisPlan) -> tuple[int, int]:
 
 
 def _block_splits(plan: AxisPlan, block: int) -> np.ndarray:
-    """Per output, the block suffix and block prefix positions whose sum is the window (-1: not
-    used). A window of at most ``block`` taps spans two blocks (suffix + prefix), or starts a
-    block (a prefix), or is clipped by the end of the input (a suffix)."""
-    splits = np.full((plan.geometry.out, 2), -1, dtype=np.int64)
+    """Per output: the block suffix and block prefix positions whose sum is the window (-1: not
+    used), and the block the window starts in. A window of at most ``block`` taps spans two
+    blocks (suffix + prefix), or starts a block (a prefix), or is clipped by the end of the input
+    (a suffix). An empty window takes its predecessor's block, so the blocks never decrease."""
+    splits = np.full((plan.geometry.out, 3), -1, dtype=np.int64)
     if block == 0:
         return splits
     d = plan.geometry.dilation
@@ -77,6 +78,8 @@ def _block_splits(plan: AxisPlan, block: int) -> np.ndarray:
     present = count > 0
     splits[:, 0] = np.where(present & (two_blocks | ~starts_block), first, -1)
     splits[:, 1] = np.where(present & (two_blocks | starts_block), last, -1)
+    starting_block = np.where(present, (first // d) // block, 0)
+    splits[:, 2] = np.maximum.accumulate(starting_block) if starting_block.size else starting_block
     return splits
 
 

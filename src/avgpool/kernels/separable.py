@@ -124,10 +124,11 @@ def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, coun
 
 
 @njit(**_JIT)
-def _block_partial_sums(src, s0, length, inner, dil, block, prefix, suffix):
+def _block_partial_sums(src, s0, length, inner, row_stride, dil, block, prefix, suffix):
     """Prefix and suffix sums within blocks of ``block`` taps of each residue class mod ``dil``.
 
-    Rows of ``inner`` values are summed as vectors. A single row (``inner == 1``) is a chain of
+    Rows of ``inner`` values, ``row_stride`` apart in ``src``, are summed as vectors (prefix and
+    suffix hold them ``inner`` apart). A single row (``inner == 1``) is a chain of
     dependent additions per block; the scalar loop steps through all blocks at once so that
     several chains are in flight (the add latency, not the adds, limits a single chain).
     """
@@ -165,20 +166,22 @@ def _block_partial_sums(src, s0, length, inner, dil, block, prefix, suffix):
         taps = (length - r + dil - 1) // dil
         for q in range(taps):
             p = _U((r + q * dil) * inner)
+            v = _U(s0 + (r + q * dil) * row_stride)
             if q % block == 0:
                 for i in range(n):
-                    prefix[p + i] = src[s0 + p + i]
+                    prefix[p + i] = src[v + i]
             else:
                 for i in range(n):
-                    prefix[p + i] = prefix[p - step + i] + src[s0 + p + i]
+                    prefix[p + i] = prefix[p - step + i] + src[v + i]
         for q in range(taps - 1, -1, -1):
             p = _U((r + q * dil) * inner)
+            v = _U(s0 + (r + q * dil) * row_stride)
             if q % block == block - 1 or q == taps - 1:
                 for i in range(n):
-                    suffix[p + i] = src[s0 + p + i]
+                    suffix[p + i] = src[v + i]
             else:
                 for i in range(n):
-                    suffix[p + i] = suffix[p + step + i] + src[s0 + p + i]
+                    suffix[p + i] = suffix[p + step + i] + src[v + i]
 
 
 @njit(**_JIT)
@@ -186,9 +189,12 @@ def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil,
     """Window sums from block partial sums: cost independent of the kernel size. A window of at
     most ``block`` taps is a suffix of one block plus a prefix of the next, or lies in one block
     (then it starts that block, or is clipped by the end of the input). ``splits[o]`` holds the
-    suffix and prefix positions to add (-1: none), worked out once in the plan because integer
-    divisions per output cost more than the sums."""
-    _block_partial_sums(src, s0, length, inner, dil, block, prefix, suffix)
+    suffix and prefix positions to add (-1: none) and the block the window starts in, worked out
+    once in the plan because integer divisions per output cost more than the sums."""
+    if dil == 1 and inner > 1 and 2 * block <= length:
+        _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, block, prefix, suffix)
+        return
+    _block_partial_sums(src, s0, length, inner, inner, dil, block, prefix, suffix)
     n = _U(inner)
     for o in range(n_out):
         w = _U(d0 + o * inner)
@@ -209,6 +215,64 @@ def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil,
         else:
             for i in range(n):
                 dst[w + i] = 0.0 * d  # no valid tap: 0 * (1/0) is NaN unless padding counts
+
+
+@njit(**_JIT)
+def _partial_block(src, s0, first, stop, inner, buf, off, backward):
+    """Running sums of rows ``first..stop`` into ``buf[off:]`` (row ``first`` at ``off``), from
+    the first row forward or from the last backward."""
+    n = _U(inner)
+    rows = stop - first
+    for t in range(rows):
+        r = t if not backward else rows - 1 - t
+        p = _U(off + r * inner)
+        v = _U(s0 + (first + r) * inner)
+        if t == 0:
+            for i in range(n):
+                buf[p + i] = src[v + i]
+        else:
+            q = p - _U(inner) if not backward else p + _U(inner)
+            for i in range(n):
+                buf[p + i] = buf[q + i] + src[v + i]
+
+
+@njit(**_JIT)
+def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, block, prefix, suffix):
+    """The block pass as one sweep over the blocks (no dilation): at block B only the suffix
+    sums of B and the prefix sums of B and B+1 are kept, so the input is read from memory once
+    and the partial sums stay in cache (the whole-axis form was 2x slower on 512x512 planes)."""
+    n = _U(inner)
+    span = block * inner
+    blocks = (length + block - 1) // block
+    _partial_block(src, s0, 0, min(block, length), inner, prefix, 0, False)
+    o = 0
+    for b in range(blocks):
+        start = b * block
+        _partial_block(src, s0, start, min(start + block, length), inner, suffix, 0, True)
+        if b + 1 < blocks:
+            _partial_block(src, s0, start + block, min(start + 2 * block, length), inner, prefix,
+                           ((b + 1) % 2) * span, False)
+        here, after = (b % 2) * span, ((b + 1) % 2) * span
+        while o < n_out and splits[t0 + o, 2] <= b:
+            w = _U(d0 + o * inner)
+            d = scales[t0 + o]
+            at_suffix, at_prefix = splits[t0 + o, 0], splits[t0 + o, 1]
+            if at_suffix >= 0 and at_prefix >= 0:
+                fp, lp = _U((at_suffix - start) * inner), _U(after + (at_prefix - start - block) * inner)
+                for i in range(n):
+                    dst[w + i] = (suffix[fp + i] + prefix[lp + i]) * d
+            elif at_prefix >= 0:
+                lp = _U(here + (at_prefix - start) * inner)
+                for i in range(n):
+                    dst[w + i] = prefix[lp + i] * d
+            elif at_suffix >= 0:
+                fp = _U((at_suffix - start) * inner)
+                for i in range(n):
+                    dst[w + i] = suffix[fp + i] * d
+            else:
+                for i in range(n):
+                    dst[w + i] = 0.0 * d  # no valid tap: 0 * (1/0) is NaN unless padding counts
+            o += 1
 
 
 @njit(**_JIT)
