@@ -77,22 +77,73 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                         dst[o + i] = (f64(src[p + two * i]) + f64(src[p + t1 + two * i])
                                       + f64(src[p + t2 + two * i])) * scale
             continue
-        for i in range(m):
-            acc[i] = 0.0
-        for j in range(taps):
-            q = p + _U(j) * t1
-            if stride == 1:
-                for i in range(m):
-                    acc[i] += src[q + i]
-            elif stride == 2:
-                for i in range(m):
-                    acc[i] += src[q + two * i]
-            else:
-                us = _U(stride)
-                for i in range(m):
-                    acc[i] += src[q + us * i]
+        if taps == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
+            for i in range(m):
+                dst[o + i] = 0.0 * scale
+            continue
+        # more taps, or another stride: three taps at a time into acc (one pass over acc per
+        # three taps, not per tap), then the one or two left
+        if taps >= 3:
+            _add_three_taps(src, p, t1, stride, acc, m, True)
+            j = 3
+        else:
+            for i in range(m):
+                acc[i] = 0.0
+            j = 0
+        while j + 3 <= taps:
+            _add_three_taps(src, p + _U(j) * t1, t1, stride, acc, m, False)
+            j += 3
+        while j < taps:
+            _add_one_tap(src, p + _U(j) * t1, stride, acc, m)
+            j += 1
         for i in range(m):
             dst[o + i] = acc[i] * scale
+
+
+@njit(**_JIT)
+def _add_three_taps(src, p, t1, stride, acc, m, assign):
+    """``acc[i] (= or +=) src[q] + src[q + t1] + src[q + 2 t1]``, ``q = p + i * stride``. Every
+    branch sits outside the loops and strides 1 and 2 are literals, so that LLVM vectorises."""
+    f64 = np.float64
+    t2 = t1 + t1
+    if stride == 1:
+        if assign:
+            for i in range(m):
+                acc[i] = f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])
+        else:
+            for i in range(m):
+                acc[i] += f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])
+    elif stride == 2:
+        two = _U(2)
+        if assign:
+            for i in range(m):
+                acc[i] = f64(src[p + two * i]) + f64(src[p + t1 + two * i]) + f64(src[p + t2 + two * i])
+        else:
+            for i in range(m):
+                acc[i] += f64(src[p + two * i]) + f64(src[p + t1 + two * i]) + f64(src[p + t2 + two * i])
+    else:
+        us = _U(stride)
+        if assign:
+            for i in range(m):
+                acc[i] = f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
+        else:
+            for i in range(m):
+                acc[i] += f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
+
+
+@njit(**_JIT)
+def _add_one_tap(src, p, stride, acc, m):
+    if stride == 1:
+        for i in range(m):
+            acc[i] += src[p + i]
+    elif stride == 2:
+        two = _U(2)
+        for i in range(m):
+            acc[i] += src[p + two * i]
+    else:
+        us = _U(stride)
+        for i in range(m):
+            acc[i] += src[p + us * i]
 
 
 @njit(**_JIT)
