@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,22 +121,6 @@ def _reciprocal(divisors: np.ndarray) -> np.ndarray:
         return 1.0 / divisors.astype(np.float64)
 
 
-def _kernel_call(slabs: int, size: int, tables: KernelTables, channels: int) -> tuple:
-    """The kernel arguments after the input and output arrays (flat, contiguous), and the number
-    of pieces to share between threads."""
-    t = tables
-    pieces = threads.pieces_for(slabs, size >= PARALLEL_MIN_ELEMENTS)
-    group = max(1, min(-(-slabs // pieces), GROUP_SCRATCH_BYTES // (16 * max(1, t.scratch_size))))
-    args = (group, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
-    return args, pieces
-
-
-def _run(x: np.ndarray, out: np.ndarray, slabs: int, args: tuple, pieces: int) -> None:
-    from .kernels import separable  # compiled lazily: importing avgpool stays fast
-
-    threads.run_pieces(separable.pool_slabs, x, out, slabs, pieces, args)
-
-
 @dataclass(frozen=True, eq=False)
 class PreparedPool:
     """Everything about one (spec, input shape, dtype, layout) that does not depend on the data:
@@ -144,11 +129,10 @@ class PreparedPool:
     out_shape: tuple[int, ...]
     dtype: np.dtype
     slabs: int
-    channels: int
-    tables: KernelTables
-    native: bool  # float32/float64: the kernel reads the input directly
+    kernel: Callable[..., None]  # kernel(x, out, first slab, stop slab, *kernel_args)
     kernel_args: tuple
-    pieces: int
+    pieces: int  # shared between threads when more than 1
+    as_bits: bool  # float16/bfloat16 reach the kernel as their uint16 bit patterns
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
@@ -161,25 +145,36 @@ class PreparedPool:
             return out
         flat_x = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
         target = out if in_place else np.empty(self.out_shape, dtype=self.dtype)
-        if self.native:
-            _run(flat_x, target.reshape(-1), self.slabs, self.kernel_args, self.pieces)
-        else:
-            self._widened(flat_x, target.reshape(-1))
+        flat_out = target.reshape(-1)
+        if self.as_bits:
+            flat_x, flat_out = flat_x.view(np.uint16), flat_out.view(np.uint16)
+        threads.run_pieces(self.kernel, flat_x, flat_out, self.slabs, self.pieces, self.kernel_args)
         if target is not out:
             out[...] = target
         return out
 
-    def _widened(self, flat_x: np.ndarray, flat_out: np.ndarray) -> None:
-        """float16/bfloat16: widened to float32 in blocks, accumulated in float64, rounded once,
-        all inside the compiled kernel (numpy's casts of these types cost more than the pool)."""
-        from .kernels import separable
 
-        table = _widening_table(self.dtype)
-        mant_bits, exp_bits = (10, 5) if self.dtype == np.float16 else (7, 8)
-        slab_in = max(1, flat_x.size // max(1, self.slabs))
-        block = max(1, WIDEN_BLOCK_ELEMENTS // slab_in)
-        threads.run_pieces(separable.pool_slabs_16, flat_x.view(np.uint16), flat_out.view(np.uint16), self.slabs,
-                           self.pieces, self.kernel_args + (table, mant_bits, exp_bits, block))
+@functools.lru_cache(maxsize=512)
+def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
+    """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
+    from .kernels import separable  # compiled lazily: importing avgpool stays fast
+
+    dtype = np.dtype(dtype)
+    out_shape = infer_output_shape(spec, shape, layout)
+    slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
+    t = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
+    pieces = threads.pieces_for(slabs, math.prod(shape) >= PARALLEL_MIN_ELEMENTS)
+    group = max(1, min(-(-slabs // pieces), GROUP_SCRATCH_BYTES // (16 * max(1, t.scratch_size))))
+    args = (group, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
+    if dtype in _NATIVE:
+        return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
+    # float16/bfloat16: widened to float32 in cache-sized blocks inside the kernel, accumulated in
+    # float64 and rounded once (numpy's casts of these types cost more than the pool)
+    mant_bits, exp_bits = (10, 5) if dtype == np.float16 else (7, 8)
+    slab_in = max(1, math.prod(shape) // max(1, slabs))
+    block = max(1, WIDEN_BLOCK_ELEMENTS // slab_in)
+    args += (_widening_table(dtype), mant_bits, exp_bits, block)
+    return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
 
 
 @functools.lru_cache(maxsize=2)
@@ -187,16 +182,6 @@ def _widening_table(dtype: np.dtype) -> np.ndarray:
     from .kernels import halfwidth
 
     return halfwidth.widening_table(dtype)
-
-
-@functools.lru_cache(maxsize=512)
-def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
-    """Shape inference, window tables and kernel set-up for one input shape, cached."""
-    out_shape = infer_output_shape(spec, shape, layout)
-    slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
-    tables = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
-    args, pieces = _kernel_call(slabs, math.prod(shape), tables, channels)
-    return PreparedPool(out_shape, np.dtype(dtype), slabs, channels, tables, np.dtype(dtype) in _NATIVE, args, pieces)
 
 
 def pool(x: np.ndarray, spec: PoolSpec, layout: Layout, out: np.ndarray | None = None) -> np.ndarray:
