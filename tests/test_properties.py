@@ -19,19 +19,33 @@ OPSETS = [1, 7, 10, 11, 19, 22]
 
 
 @contextlib.contextmanager
-def block_sums_from(taps: int):
-    """Make the engine take the block-partial-sum path from ``taps`` taps on, whatever the
-    measured crossover (engine.BLOCK_SUMS_MIN_KERNEL) is, so that path is tested cheaply."""
-    saved = engine.BLOCK_SUMS_MIN_KERNEL
-    engine.BLOCK_SUMS_MIN_KERNEL = taps
+def engine_settings(**constants):
+    """Override engine constants (crossovers, cache budgets) so that a path chosen only for big
+    inputs is tested on small ones; the engine's caches are cleared on the way in and out."""
+    saved = {name: getattr(engine, name) for name in constants}
+    for name, value in constants.items():
+        setattr(engine, name, value)
     engine.kernel_tables.cache_clear()
     engine.prepare.cache_clear()
     try:
         yield
     finally:
-        engine.BLOCK_SUMS_MIN_KERNEL = saved
+        for name, value in saved.items():
+            setattr(engine, name, value)
         engine.kernel_tables.cache_clear()
         engine.prepare.cache_clear()
+
+
+def block_sums_from(taps: int):
+    """Make the engine take the block-partial-sum path from ``taps`` taps on, whatever the
+    measured crossover (engine.BLOCK_SUMS_MIN_KERNEL) is, so that path is tested cheaply."""
+    return engine_settings(BLOCK_SUMS_MIN_KERNEL=taps)
+
+
+def in_bands():
+    """Pool every slab in bands of one output of the first axis (the path of slabs too big for
+    the cache budget, engine.GROUP_SCRATCH_BYTES)."""
+    return engine_settings(GROUP_SCRATCH_BYTES=1)
 
 
 @st.composite
@@ -121,6 +135,39 @@ def test_average_pool_matches_reference(data):
     abs_average = _reference_of(x, attrs, layout, absolute=True)
     taps = math.prod(attrs["kernel_shape"])
     assert_close_to_exact(got, exact, abs_average, taps, context=f"{attrs} {layout} {dtype}")
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_banded_slabs_match_reference(data):
+    """The same properties with every slab pooled in bands (one output row of the first axis
+    at a time), with direct and block sums along the later axes."""
+    attrs, dtype, ncx_shape, layout = data.draw(configurations())
+    shape = ncx_shape if layout == "NCX" else (ncx_shape[0],) + ncx_shape[2:] + (ncx_shape[1],)
+    x = data.draw(edge_arrays(shape, dtype))
+    note(f"attrs={attrs} layout={layout} dtype={dtype} shape={shape}\nx={x!r}")
+    try:
+        exact = _reference_of(x, attrs, layout)
+    except ValueError:
+        return
+    with in_bands(), engine_settings(BLOCK_SUMS_MIN_KERNEL=data.draw(st.sampled_from([2, 3, 99]))):
+        got = avgpool.average_pool(x, layout=layout, **attrs)
+    abs_average = _reference_of(x, attrs, layout, absolute=True)
+    assert_close_to_exact(got, exact, abs_average, math.prod(attrs["kernel_shape"]), context=f"{attrs} {layout}")
+
+
+def test_banded_path_is_taken():
+    """in_bands() really cuts slabs into bands (else the test above tests the grouped path)."""
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.spec import Layout
+
+    spec = onnx_dialect.make_spec(22, (2, 9, 9, 3), [3, 3], pads=[1] * 4)
+    with in_bands():
+        prepared = engine.prepare(spec, (2, 9, 9, 3), np.dtype(np.float32), Layout.NXC)
+        group, band = prepared.kernel_args[:2]
+        assert (group, band) == (1, 1)
+    group, band = engine.prepare(spec, (2, 9, 9, 3), np.dtype(np.float32), Layout.NXC).kernel_args[:2]
+    assert band == 9  # small slabs: whole slabs, no bands
 
 
 @given(st.integers(0, 40), st.integers(1, 9), st.sampled_from([np.float32, np.float64]))

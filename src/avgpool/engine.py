@@ -43,6 +43,8 @@ class KernelTables:
     inside the input). ``scales`` are the reciprocals of the divisors: a float64 divide per
     output costs more than the whole sum, and the extra rounding (2**-53 relative) is far below a
     float32 ulp; a zero divisor gives inf, and 0 * inf = NaN for an empty window.
+    ``band_row_size`` and ``band_extra_size`` size the scratch when a slab is pooled in bands of
+    outputs of the first axis (see :func:`band_and_scratch`).
     ``global_scale`` > 0 marks global pooling (one window per axis covering the whole input),
     which the kernel does as one plain sum per slab.
     """
@@ -54,6 +56,8 @@ class KernelTables:
     scales: np.ndarray
     scratch_size: int
     global_scale: float
+    band_row_size: int  # intermediates per output of the first axis, pooling a slab in bands
+    band_extra_size: int  # the prefix/suffix sums of one row of a later axis
 
 
 def _interior(plan: AxisPlan) -> tuple[int, int]:
@@ -92,13 +96,16 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
     lengths = [p.geometry.length for p in plans]
     outs = [p.geometry.out for p in plans]
     offsets = np.cumsum([0] + outs)
-    scratch = channels
+    scratch = band_row = band_extra = channels
     rows, splits = [], []
     for axis, p in enumerate(plans):
         g = p.geometry
         inner = channels * math.prod(lengths[axis + 1:])
         outer = math.prod(outs[:axis])
         scratch = max(scratch, outer * g.out * inner, g.length * inner)
+        band_row = max(band_row, math.prod(outs[1:axis + 1]) * inner)
+        if axis > 0:
+            band_extra = max(band_extra, g.length * inner)
         use_blocks = g.kernel >= BLOCK_SUMS_MIN_KERNEL and int(p.count.sum()) > 3 * g.length
         block = g.kernel if use_blocks else 0
         rows.append((g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p)))
@@ -113,7 +120,22 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
         scales=_reciprocal(np.concatenate([p.divisor for p in plans])),
         scratch_size=scratch,
         global_scale=1.0 / math.prod(float(p.divisor[0]) for p in plans) if is_global else 0.0,
+        band_row_size=band_row,
+        band_extra_size=band_extra,
     )
+
+
+def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:
+    """Outputs of the first axis per band, and the scratch size per buffer. A slab whose
+    intermediates overflow the cache budget alone (group 1) goes in bands (direct sums along
+    the first axis only: the block sums there sweep the whole axis)."""
+    n0 = int(t.axes[0, 1])
+    if group > 1 or t.axes.shape[0] < 2 or t.axes[0, 5] > 0:
+        return max(1, n0), t.scratch_size
+    band = max(1, GROUP_SCRATCH_BYTES // (16 * max(1, t.band_row_size)))
+    if band >= n0:
+        return max(1, n0), t.scratch_size
+    return band, max(band * t.band_row_size, t.band_extra_size)
 
 
 def _reciprocal(divisors: np.ndarray) -> np.ndarray:
@@ -165,23 +187,16 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     t = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
     pieces = threads.pieces_for(slabs, math.prod(shape) >= PARALLEL_MIN_ELEMENTS)
     group = max(1, min(-(-slabs // pieces), GROUP_SCRATCH_BYTES // (16 * max(1, t.scratch_size))))
-    args = (group, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, t.scratch_size, t.global_scale)
+    band, scratch_size = band_and_scratch(t, group)
+    args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
     if dtype in _NATIVE:
         return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
     # float16/bfloat16: widened to float32 in cache-sized blocks inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool)
-    mant_bits, exp_bits = (10, 5) if dtype == np.float16 else (7, 8)
     slab_in = max(1, math.prod(shape) // max(1, slabs))
     block = max(1, WIDEN_BLOCK_ELEMENTS // slab_in)
-    args += (_widening_table(dtype), mant_bits, exp_bits, block)
+    args += (bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
-
-
-@functools.lru_cache(maxsize=2)
-def _widening_table(dtype: np.dtype) -> np.ndarray:
-    from .kernels import halfwidth
-
-    return halfwidth.widening_table(dtype)
 
 
 def pool(x: np.ndarray, spec: PoolSpec, layout: Layout, out: np.ndarray | None = None) -> np.ndarray:

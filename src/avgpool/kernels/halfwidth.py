@@ -1,75 +1,94 @@
 """float16 and bfloat16 in and out of the float32/float64 kernels (numba has no 16-bit floats).
 
-Widening reads the 16-bit patterns through a 65536-entry table of their exact float32 values.
-Narrowing rounds a float64 once, to nearest with ties to even, straight to the 16-bit format
-(going through float32 would round twice), with integer operations on the float64's bits; numpy's
-own casts of these types cost 2 ns per element here, five times these loops.
+Widening is exact: float16 goes through LLVM's ``fpext half`` (one F16C instruction on x86),
+bfloat16 is its float32's upper half. Narrowing rounds a float64 once, to nearest with ties to
+even: float64 -> float32 rounding to ODD, then float32 -> 16 bits to nearest. Rounding to odd at
+a precision of at least two more bits makes the second rounding give the correctly rounded
+result (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms
+using rounding to odd", 2008); float32 keeps 24 bits against 11 and 8. Straight float64 ->
+float32 -> 16-bit rounding would round twice (ml_dtypes' bfloat16 cast does). Every step is
+branch-free, so the loops vectorise (numpy's casts of these types cost 2 ns per element here;
+these loops a few tenths).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 _JIT = dict(cache=True, nogil=True, error_model="numpy", boundscheck=None)
+_U = np.uint64
 
 
-def widening_table(dtype: np.dtype) -> np.ndarray:
-    """float32 value of every 16-bit pattern of ``dtype`` (float16 or bfloat16)."""
-    with np.errstate(invalid="ignore"):  # the NaN patterns
-        return np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).astype(np.float32)
+@intrinsic
+def _half_to_float(typingctx, bits):
+    """The float32 value of a float16 bit pattern (exact)."""
+    def codegen(context, builder, signature, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+    return types.float32(types.uint16), codegen
+
+
+@intrinsic
+def _float_to_half(typingctx, value):
+    """float32 -> float16 bit pattern, rounded to nearest even (the hardware conversion)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+    return types.uint16(types.float32), codegen
+
+
+@intrinsic
+def _float_bits(typingctx, value):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _bits_float(typingctx, bits):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.uint32), codegen
 
 
 @njit(**_JIT)
-def widen(bits, start, stop, table, out):
-    """``out[i - start] = table[bits[i]]`` for ``start <= i < stop``."""
-    for i in range(start, stop):
-        out[i - start] = table[bits[i]]
+def widen(bits, start, stop, bfloat16, out):
+    """``out[i - start]`` = the float32 value of the 16-bit pattern ``bits[i]``, ``start <= i < stop``."""
+    base, n = _U(start), _U(stop - start)  # unsigned indices: no wraparound test, so LLVM vectorises
+    if bfloat16:
+        for i in range(n):
+            out[i] = _bits_float(np.uint32(bits[base + i]) << np.uint32(16))
+    else:
+        for i in range(n):
+            out[i] = _half_to_float(bits[base + i])
+
+
+@njit(inline="always", **_JIT)
+def _to_float32_odd(v):
+    """float64 -> float32 bit pattern rounded to odd: truncated, with the last bit set if
+    inexact. NaN stays NaN; past the float32 range it gives the largest finite float32, odd,
+    which the next rounding takes to infinity as it should."""
+    t = np.float32(v)  # to nearest
+    w = np.float64(t)
+    bits = _float_bits(t) - np.uint32(abs(w) > abs(v))  # rounded away from zero: step back
+    return bits | np.uint32(w != v)
 
 
 @njit(**_JIT)
-def narrow(values, out, start, mant_bits, exp_bits):
-    """Round float64 ``values`` to the 16-bit format into ``out[start:]`` (its bit patterns).
+def narrow(values, out, start, bfloat16):
+    """Round float64 ``values`` once to float16 or bfloat16, into ``out[start:]`` (bit patterns).
 
-    ``mant_bits``/``exp_bits``: 10/5 for float16, 7/8 for bfloat16. NaN stays NaN (quiet), the
-    sign of zero is kept, and values past the largest finite one round to infinity.
+    NaN stays NaN (quiet), the sign of zero is kept, and values past the largest finite one
+    round to infinity.
     """
-    raw = values.view(np.uint64)
-    bias = (1 << (exp_bits - 1)) - 1
-    inf_bits = ((1 << exp_bits) - 1) << mant_bits
-    shift_normal = 52 - mant_bits
-    for i in range(raw.shape[0]):
-        b = raw[i]
-        sign = np.uint16((b >> np.uint64(48)) & np.uint64(0x8000))
-        e = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF))
-        frac = b & np.uint64(0xFFFFFFFFFFFFF)
-        if e == 0x7FF:
-            code = inf_bits | (1 << (mant_bits - 1) if frac != 0 else 0)
-        elif e == 0:
-            code = 0  # zero or a float64 subnormal: far below the 16-bit formats' range
-        else:
-            unbiased = e - 1023
-            if unbiased > bias:
-                code = inf_bits
-            else:
-                full = frac | np.uint64(1 << 52)
-                if unbiased >= 1 - bias:  # normal in the target: drop the low fraction bits
-                    shift = shift_normal
-                    base = (unbiased + bias) << mant_bits
-                    kept_frac = True
-                else:  # subnormal in the target: the implicit bit becomes a fraction bit
-                    shift = shift_normal + (1 - bias - unbiased)
-                    base = 0
-                    kept_frac = False
-                if shift > 62:
-                    q = 0
-                else:
-                    q = np.int64(full >> np.uint64(shift))
-                    rem = full & np.uint64((1 << shift) - 1)
-                    half = np.uint64(1 << (shift - 1))
-                    if rem > half or (rem == half and (q & 1) == 1):
-                        q += 1
-                if kept_frac:
-                    q -= 1 << mant_bits  # the implicit bit; a carry moves into the exponent
-                code = base + q  # may reach the infinity pattern, which is then right
-        out[start + i] = sign | np.uint16(code)
+    base, n = _U(start), _U(values.shape[0])
+    if bfloat16:
+        for i in range(n):
+            bits = _to_float32_odd(values[i])
+            nearest = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+            is_nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+            out[base + i] = np.uint16(((bits >> np.uint32(16)) | np.uint32(0x40)) if is_nan else nearest)
+    else:
+        for i in range(n):
+            out[base + i] = _float_to_half(_bits_float(_to_float32_odd(values[i])))

@@ -65,6 +65,18 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                 else:
                     for i in range(m):
                         dst[o + i] = (f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])) * scale
+            elif t1 == 1:  # contiguous taps at a literal offset: LLVM vectorises the interleaved loads
+                one = _U(1)
+                if taps == 1:
+                    for i in range(m):
+                        dst[o + i] = f64(src[p + two * i]) * scale
+                elif taps == 2:
+                    for i in range(m):
+                        dst[o + i] = (f64(src[p + two * i]) + f64(src[p + two * i + one])) * scale
+                else:
+                    for i in range(m):
+                        dst[o + i] = (f64(src[p + two * i]) + f64(src[p + two * i + one])
+                                      + f64(src[p + two * i + two])) * scale
             else:
                 if taps == 1:
                     for i in range(m):
@@ -147,26 +159,49 @@ def _add_one_tap(src, p, stride, acc, m):
 
 
 @njit(**_JIT)
-def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride, lo, hi, acc):
-    """Direct sums along an axis: ``outer`` rows of ``length`` x ``inner`` values.
+def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride, lo, hi, acc,
+                 u0, u1):
+    """Direct sums along an axis: ``outer`` rows of ``length`` x ``inner`` values, outputs
+    ``u0..u1`` of each row (a band of them only with ``outer == 1``), output ``u0`` at ``d0``.
 
     Windows ``lo..hi`` lie wholly inside the input and share one divisor: with ``inner == 1``
     they are one strided loop over outputs per row; with stride 1 one loop over all their rows
     at once; otherwise one loop per output row. The clipped edge windows go one by one.
     """
-    for o in range(n_out):
-        if lo <= o < hi:
+    d0 -= u0 * inner  # where output 0 would be (maybe before the buffer: only outputs >= u0 are written)
+    a, b = max(lo, u0), min(hi, u1)
+    if b > a:
+        _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, firsts[t0 + a], counts[t0 + a],
+                       scales[t0 + a], dil, stride, a, b, acc)
+    # the edge windows last: the flat interior loop also writes them (with windows that straddle
+    # two rows), and they overwrite that
+    for o in range(u0, u1):
+        if a <= o < b:
             continue
         _strided_sums(src, s0 + firsts[t0 + o] * inner, dst, d0 + o * inner, outer, length * inner, n_out * inner,
                       inner, counts[t0 + o], dil * inner, 1, scales[t0 + o], acc)
-    if hi <= lo:
-        return
-    taps, scale = counts[t0 + lo], scales[t0 + lo]
-    start = s0 + firsts[t0 + lo] * inner
-    if inner == 1:
+
+
+@njit(**_JIT)
+def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, scale, dil, stride, lo, hi, acc):
+    """The windows ``lo..hi`` of every row, which lie wholly inside the input and share a divisor."""
+    start = s0 + first * inner
+    if inner == 1 and n_out * stride == length and outer > 1:
+        # each row's outputs continue where the previous row's stop, in the input as in the output:
+        # all rows are one long loop (rows of 28 outputs are too short to vectorise well); the
+        # outputs between two rows' interiors get windows straddling the rows, rewritten after
+        total = (outer - 1) * n_out + hi - lo
+        chunk = acc.shape[0]
+        for c in range(0, total, chunk):
+            _strided_sums(src, start + c * stride, dst, d0 + lo + c, 1, 0, 0, min(chunk, total - c), taps, dil,
+                          stride, scale, acc)
+    elif inner == 1:
         _strided_sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, dil, stride, scale, acc)
     elif stride == 1:
         _strided_sums(src, start, dst, d0 + lo * inner, outer, length * inner, n_out * inner, (hi - lo) * inner,
+                      taps, dil * inner, 1, scale, acc)
+    elif n_out * stride == length:  # as above: one row of ``inner`` values per output of every row
+        _strided_sums(src, start, dst, d0 + lo * inner, (outer - 1) * n_out + hi - lo, stride * inner, inner, inner,
                       taps, dil * inner, 1, scale, acc)
     else:
         for o in range(lo, hi):
@@ -328,7 +363,8 @@ def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, sc
 
 @njit(**_JIT)
 def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, splits, scales, prefix, suffix,
-              acc):
+              acc, u0, u1):
+    """One pass along ``axis``, its outputs ``u0..u1`` (a band only for direct sums, ``outer == 1``)."""
     length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
     dil, stride, block, lo, hi = axes[axis, 3], axes[axis, 4], axes[axis, 5], axes[axis, 6], axes[axis, 7]
     if block > 0:
@@ -337,14 +373,16 @@ def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts
                         splits, scales, dil, block, prefix, suffix)
     else:
         _direct_pass(src, s_base, dst, d_base, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride,
-                     lo, hi, acc)
+                     lo, hi, acc, u0, u1)
 
 
 @njit(**_JIT)
-def _pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch, size):
+def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size):
     """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``, ``group`` slabs
     at a time (consecutive slabs are just more outer rows of each pass, so the set-up of each
-    vector loop is paid once per group; the engine sizes groups to stay in cache).
+    vector loop is paid once per group; the engine sizes groups to stay in cache). A slab too
+    big for that (``group == 1``) goes in bands of ``band`` outputs of the first axis, every
+    pass done on a band before the next, so that its intermediates stay in cache too.
 
     ``axes[i]`` = (length, outputs, table offset, dilation, stride, block, interior lo, interior
     hi). ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
@@ -356,33 +394,39 @@ def _pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales
     ping, pong = 0, group * size
     rest = 2 * group * size
     pre, suf, acc = scratch[rest:rest + size], scratch[rest + size:rest + 2 * size], scratch[rest + 2 * size:]
-    slab_in, slab_out = channels, channels
+    slab_in, row_out = channels, channels
     for axis in range(ndim):
         slab_in *= axes[axis, 0]
-        slab_out *= axes[axis, 1]
+        if axis > 0:
+            row_out *= axes[axis, 1]
+    n0 = axes[0, 1]
+    slab_out = n0 * row_out
     for b in range(start, stop, group):
         slabs = min(group, stop - b)
-        for axis in range(ndim):
-            outer = slabs
-            for i in range(axis):
-                outer *= axes[i, 1]
-            inner = channels
-            for i in range(axis + 1, ndim):
-                inner *= axes[i, 0]
-            previous = pong if axis % 2 == 0 else ping
-            following = ping if axis % 2 == 0 else pong
-            if axis == 0 and ndim == 1:
-                _one_pass(x, b * slab_in, out, b * slab_out, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc)
-            elif axis == 0:
-                _one_pass(x, b * slab_in, scratch, following, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc)
-            elif axis == ndim - 1:
-                _one_pass(scratch, previous, out, b * slab_out, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc)
-            else:
-                _one_pass(scratch, previous, scratch, following, axes, axis, outer, inner, firsts, counts, splits, scales,
-                          pre, suf, acc)
+        for u0 in range(0, n0, band):
+            u1 = min(n0, u0 + band)
+            for axis in range(ndim):
+                outer = slabs * (u1 - u0 if axis > 0 else 1)
+                for i in range(1, axis):
+                    outer *= axes[i, 1]
+                inner = channels
+                for i in range(axis + 1, ndim):
+                    inner *= axes[i, 0]
+                v0, v1 = (u0, u1) if axis == 0 else (0, axes[axis, 1])
+                previous = pong if axis % 2 == 0 else ping
+                following = ping if axis % 2 == 0 else pong
+                if axis == 0 and ndim == 1:
+                    _one_pass(x, b * slab_in, out, b * slab_out + u0 * row_out, axes, axis, outer, inner, firsts,
+                              counts, splits, scales, pre, suf, acc, v0, v1)
+                elif axis == 0:
+                    _one_pass(x, b * slab_in, scratch, following, axes, axis, outer, inner, firsts, counts, splits,
+                              scales, pre, suf, acc, v0, v1)
+                elif axis == ndim - 1:
+                    _one_pass(scratch, previous, out, b * slab_out + u0 * row_out, axes, axis, outer, inner, firsts,
+                              counts, splits, scales, pre, suf, acc, v0, v1)
+                else:
+                    _one_pass(scratch, previous, scratch, following, axes, axis, outer, inner, firsts, counts, splits,
+                              scales, pre, suf, acc, v0, v1)
 
 
 @njit(fastmath={"reassoc"}, **_JIT)
@@ -424,18 +468,19 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
 
 
 @njit(**_JIT)
-def pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale):
+def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale):
     """Pool slabs ``start..stop`` (any thread: the GIL is released)."""
     scratch = np.empty((2 * group + 3) * scratch_size)
     if global_scale > 0:
         _global_slabs(x, out, start, stop, channels, global_scale, scratch)
     else:
-        _pool_slabs(x, out, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch, scratch_size)
+        _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch,
+                    scratch_size)
 
 
 @njit(**_JIT)
-def pool_slabs_16(bits, out_bits, start, stop, group, axes, firsts, counts, splits, scales, channels, scratch_size,
-                  global_scale, table, mant_bits, exp_bits, block_slabs):
+def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
+                  global_scale, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
     ``block_slabs`` slabs are widened to float32, pooled in float64 and rounded once back."""
     slab_in, slab_out = channels, channels
@@ -446,7 +491,7 @@ def pool_slabs_16(bits, out_bits, start, stop, group, axes, firsts, counts, spli
     wide_out = np.empty(block_slabs * slab_out, np.float64)
     for b in range(start, stop, block_slabs):
         n = min(block_slabs, stop - b)
-        widen(bits, b * slab_in, (b + n) * slab_in, table, wide_in)
-        pool_slabs(wide_in, wide_out, 0, n, group, axes, firsts, counts, splits, scales, channels, scratch_size,
+        widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
+        pool_slabs(wide_in, wide_out, 0, n, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
                    global_scale)
-        narrow(wide_out[:n * slab_out], out_bits, b * slab_out, mant_bits, exp_bits)
+        narrow(wide_out[:n * slab_out], out_bits, b * slab_out, bfloat16)
