@@ -114,3 +114,23 @@ def test_out_argument_is_filled_and_returned():
     y = avgpool.average_pool(x, [2, 2], strides=[2, 2], out=out)
     assert y is out
     np.testing.assert_array_equal(out, avgpool.average_pool(x, [2, 2], strides=[2, 2]))
+
+
+def test_out_overlapping_the_input_gets_the_right_values():
+    """``out`` a view of the input's own memory (pooling in place): every window must see the
+    input as it was, so the engine computes into a temporary first."""
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal(64).astype(np.float32)
+    x = base.reshape(1, 1, 8, 8)
+    expected = avgpool.average_pool(x.copy(), [3, 3], pads=[1, 1, 1, 1])
+    pool = avgpool.AveragePool([3, 3], pads=[1, 1, 1, 1])
+    y = pool(x, out=x)  # the very same array
+    np.testing.assert_array_equal(y, expected)
+    base2 = rng.standard_normal(65).astype(np.float32)
+    x2, out2 = base2[:64].reshape(1, 1, 8, 8), base2[1:].reshape(1, 1, 8, 8)  # shifted views of one buffer
+    expected2 = avgpool.average_pool(x2.copy(), [3, 3], pads=[1, 1, 1, 1])
+    np.testing.assert_array_equal(pool(x2, out=out2), expected2)
+    x3 = rng.standard_normal((1, 1, 8, 8)).astype(np.float32)  # owns its memory
+    assert x3.flags.owndata
+    expected3 = avgpool.average_pool(x3.copy(), [3, 3], pads=[1, 1, 1, 1])
+    np.testing.assert_array_equal(pool(x3, out=x3), expected3)

@@ -158,19 +158,25 @@ class PreparedPool:
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
-            out = np.empty(self.out_shape, dtype=self.dtype)
-            in_place = True
+            out = target = np.empty(self.out_shape, dtype=self.dtype)
         else:
             check_out(out, self.out_shape, self.dtype)
-            in_place = out.flags.c_contiguous and not np.may_share_memory(out, x)
-        if out.size == 0:
+            # two arrays that each own their memory cannot overlap: the common case skips the
+            # bounds test (it costs more than a tiny pool)
+            out_flags = out.flags
+            separate = out_flags.owndata and x.flags.owndata and out is not x
+            in_place = out_flags.c_contiguous and (separate or not np.may_share_memory(out, x))
+            target = out if in_place else np.empty(self.out_shape, dtype=self.dtype)
+        if self.slabs == 0 or target.size == 0:
             return out
         flat_x = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
-        target = out if in_place else np.empty(self.out_shape, dtype=self.dtype)
         flat_out = target.reshape(-1)
         if self.as_bits:
             flat_x, flat_out = flat_x.view(np.uint16), flat_out.view(np.uint16)
-        threads.run_pieces(self.kernel, flat_x, flat_out, self.slabs, self.pieces, self.kernel_args)
+        if self.pieces == 1:  # the common small call: no thread machinery in the way
+            self.kernel(flat_x, flat_out, 0, self.slabs, *self.kernel_args)
+        else:
+            threads.run_pieces(self.kernel, flat_x, flat_out, self.slabs, self.pieces, self.kernel_args)
         if target is not out:
             out[...] = target
         return out

@@ -37,6 +37,8 @@ def as_input_array(x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, mi
 
 def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``out=`` must be a writeable array of exactly the output's shape and dtype."""
+    if type(out) is np.ndarray and out.shape == shape and out.dtype == dtype and out.flags.writeable:
+        return out  # the common case in one test
     if not isinstance(out, np.ndarray):
         raise AvgPoolError(f"`out` must be a numpy array, got {type(out).__name__}")
     if out.shape != tuple(shape):
