@@ -235,6 +235,33 @@ def test_large_kernel_configurations_do_take_the_block_path():
 
 @settings(max_examples=40)
 @given(st.data())
+def test_transposed_block_sums_match_reference(data):
+    """NCX planes with at least TILE_ROWS rows take the block pass along the last axis on
+    transposed tiles of rows (the rows left over take the plain one)."""
+    from avgpool.kernels.separable import TILE_ROWS
+
+    k = [data.draw(st.integers(1, 3)), data.draw(st.integers(5, 12))]
+    dilation = data.draw(st.integers(1, 2))
+    rows = data.draw(st.integers(TILE_ROWS, 3 * TILE_ROWS + 5))
+    length = data.draw(st.integers(dilation * (k[1] - 1) + 1, 48))
+    shape = (1, data.draw(st.integers(1, 2)), rows, length)
+    attrs = dict(kernel_shape=k, strides=[1, data.draw(st.integers(1, 3))], ceil_mode=data.draw(st.booleans()),
+                 count_include_pad=data.draw(st.booleans()), dilations=[1, dilation],
+                 pads=[0, data.draw(st.integers(0, k[1])), 0, data.draw(st.integers(0, k[1]))], auto_pad="NOTSET",
+                 opset=22)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, shape)
+    for value in data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 1e300]), max_size=3)):
+        x[(0,) + tuple(int(rng.integers(0, n)) for n in shape[1:])] = value
+    note(f"attrs={attrs} shape={shape}")
+    exact = _reference_of(x, attrs, "NCX")
+    with block_sums_from(5):
+        got = avgpool.average_pool(x, **attrs)
+    assert_close_to_exact(got, exact, _reference_of(x, attrs, "NCX", absolute=True), k[0] * k[1], context=str(attrs))
+
+
+@settings(max_examples=40)
+@given(st.data())
 def test_streaming_block_sums_match_reference(data):
     """Planes at least twice the kernel take the streaming block pass (dilation 1, rows > 1)."""
     k = [data.draw(st.integers(5, 9)), data.draw(st.integers(5, 9))]

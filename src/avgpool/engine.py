@@ -27,9 +27,9 @@ GROUP_SCRATCH_BYTES = 1 << 18
 # 16-bit floats), so that the widened block stays in cache.
 WIDEN_BLOCK_ELEMENTS = 1 << 16
 # A pass sums from block partial sums (cost flat in k) when direct summation would cost more.
-# measured: direct sums (three taps per pass) beat the block partial sums up to about 20 taps
-# (1x16x256x256, k15: 4.6 ms against 6.3; k31: 11.3 against 5.6)
-BLOCK_SUMS_MIN_KERNEL = 21
+# measured (1x16x256x256, same padding, serial, the last axis's block sums done on transposed
+# tiles): direct 2.1 / 2.7-3.5 / 3.6-3.8 / 5.1 ms at k 7 / 9 / 11 / 15, block sums 3.0-3.6 ms
+BLOCK_SUMS_MIN_KERNEL = 11
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
