@@ -44,8 +44,8 @@ def block_sums_from(taps: int):
 
 def in_bands():
     """Pool every slab in bands of one output of the first axis (the path of slabs too big for
-    the cache budget, engine.GROUP_SCRATCH_BYTES)."""
-    return engine_settings(GROUP_SCRATCH_BYTES=1)
+    the memory budget, engine.GROUP_SCRATCH_BYTES; BAND_SCRATCH_BYTES 1 makes bands of one output)."""
+    return engine_settings(GROUP_SCRATCH_BYTES=1, BAND_SCRATCH_BYTES=1)
 
 
 @st.composite
