@@ -198,15 +198,19 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     t = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
     pieces = threads.pieces_for(slabs, math.prod(shape) >= PARALLEL_MIN_ELEMENTS)
     group = max(1, min(-(-slabs // pieces), GROUP_SCRATCH_BYTES // (16 * max(1, t.scratch_size))))
-    band, scratch_size = band_and_scratch(t, group)
-    args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
     if dtype in _NATIVE:
+        band, scratch_size = band_and_scratch(t, group)
+        args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
         return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
-    # float16/bfloat16: widened to float32 in cache-sized blocks inside the kernel, accumulated in
-    # float64 and rounded once (numpy's casts of these types cost more than the pool)
+    # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
+    # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
+    # is pooled on its own, so groups never span more than a block
     slab_in = max(1, math.prod(shape) // max(1, slabs))
     block = max(1, WIDEN_BLOCK_ELEMENTS // slab_in)
-    args += (bool(dtype != np.float16), block)
+    group = min(group, block)
+    band, scratch_size = band_and_scratch(t, group)
+    args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
+            bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
 
 
