@@ -182,8 +182,25 @@ def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, coun
     for o in range(u0, u1):
         if a <= o < b:
             continue
-        _strided_sums(src, s0 + firsts[t0 + o] * inner, dst, d0 + o * inner, outer, length * inner, n_out * inner,
-                      inner, counts[t0 + o], dil * inner, 1, scales[t0 + o], acc)
+        if inner == 1:  # one output per row: a loop over the rows (one call per row costs more)
+            _edge_column(src, s0 + firsts[t0 + o], dst, d0 + o, outer, length, n_out, counts[t0 + o], dil,
+                         scales[t0 + o])
+        else:
+            _strided_sums(src, s0 + firsts[t0 + o] * inner, dst, d0 + o * inner, outer, length * inner,
+                          n_out * inner, inner, counts[t0 + o], dil * inner, 1, scales[t0 + o], acc)
+
+
+@njit(**_JIT)
+def _edge_column(src, p0, dst, w, rows, length, n_out, taps, dil, scale):
+    """``dst[w + a*n_out] = scale * sum_j src[p0 + a*length + j*dil]`` for ``a < rows``: one
+    clipped window per row along a contiguous axis."""
+    step, out_step, d = _U(length), _U(n_out), _U(dil)
+    p, o = _U(p0), _U(w)
+    for a in range(_U(rows)):
+        total = 0.0
+        for j in range(_U(taps)):
+            total += src[p + a * step + j * d]
+        dst[o + a * out_step] = total * scale
 
 
 @njit(**_JIT)
