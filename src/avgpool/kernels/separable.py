@@ -98,22 +98,18 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                 dst[o + i] = 0.0 * scale
             continue
         # more taps, or another stride: three taps at a time into acc (one pass over acc per
-        # three taps, not per tap), then the one or two left
-        if taps >= 3:
-            _add_three_taps(src, p, t1, stride, acc, m, True)
-            j = 3
-        else:
+        # three taps, not per tap); the last one to three taps go with acc straight into dst
+        if taps <= 3:  # a stride above 2
             for i in range(m):
                 acc[i] = 0.0
             j = 0
-        while j + 3 <= taps:
+        else:
+            _add_three_taps(src, p, t1, stride, acc, m, True)
+            j = 3
+        while taps - j > 3:
             _add_three_taps(src, p + _U(j) * t1, t1, stride, acc, m, False)
             j += 3
-        while j < taps:
-            _add_one_tap(src, p + _U(j) * t1, stride, acc, m)
-            j += 1
-        for i in range(m):
-            dst[o + i] = acc[i] * scale
+        _last_taps(src, p + _U(j) * t1, t1, stride, taps - j, acc, dst, o, m, scale)
 
 
 @njit(**_JIT)
@@ -148,18 +144,32 @@ def _add_three_taps(src, p, t1, stride, acc, m, assign):
 
 
 @njit(**_JIT)
-def _add_one_tap(src, p, stride, acc, m):
+def _last_taps(src, p, t1, stride, taps, acc, dst, o, m, scale):
+    """``dst[o + i] = (acc[i] + the 1 to 3 taps at q = p + i * stride, t1 apart) * scale``."""
+    f64 = np.float64
+    t2 = t1 + t1
+    us = _U(stride)
     if stride == 1:
-        for i in range(m):
-            acc[i] += src[p + i]
-    elif stride == 2:
-        two = _U(2)
-        for i in range(m):
-            acc[i] += src[p + two * i]
+        if taps == 1:
+            for i in range(m):
+                dst[o + i] = (acc[i] + f64(src[p + i])) * scale
+        elif taps == 2:
+            for i in range(m):
+                dst[o + i] = (acc[i] + f64(src[p + i]) + f64(src[p + t1 + i])) * scale
+        else:
+            for i in range(m):
+                dst[o + i] = (acc[i] + f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])) * scale
     else:
-        us = _U(stride)
-        for i in range(m):
-            acc[i] += src[p + us * i]
+        if taps == 1:
+            for i in range(m):
+                dst[o + i] = (acc[i] + f64(src[p + us * i])) * scale
+        elif taps == 2:
+            for i in range(m):
+                dst[o + i] = (acc[i] + f64(src[p + us * i]) + f64(src[p + t1 + us * i])) * scale
+        else:
+            for i in range(m):
+                dst[o + i] = (acc[i] + f64(src[p + us * i]) + f64(src[p + t1 + us * i])
+                              + f64(src[p + t2 + us * i])) * scale
 
 
 @njit(**_JIT)
