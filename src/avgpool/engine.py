@@ -32,9 +32,10 @@ BAND_SCRATCH_BYTES = 1 << 18
 # 16-bit floats), so that the widened block stays in cache.
 WIDEN_BLOCK_ELEMENTS = 1 << 16
 # A pass sums from block partial sums (cost flat in k) when direct summation would cost more.
-# measured (1x16x256x256, same padding, serial, the last axis's block sums done on transposed
-# tiles): direct 2.1 / 2.7-3.5 / 3.6-3.8 / 5.1 ms at k 7 / 9 / 11 / 15, block sums 3.0-3.6 ms
-BLOCK_SUMS_MIN_KERNEL = 11
+# measured (1x16x256x256, same padding, serial, interleaved in one process): direct sums (taps
+# three per pass) 5.2 / 5.6 / 5.9 ms at k 15 / 19 / 21, block sums 6.7 / 5.6 / 6.1 ms; block sums
+# cost more at small k (more blocks per row), 5.6 ms at k11 against 3.0 direct
+BLOCK_SUMS_MIN_KERNEL = 21
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
