@@ -120,40 +120,125 @@ def pool_ncx(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
 
 # ---------------------------------------------------------------------------------------------
 # general (float) path, channels last: x (N, R_in, W, C), out (N, R_out, OW, C)
+#
+# A window's taps are summed four at a time in one loop over the channels (``((acc + t0) + t1) +
+# t2) + t3`` is onnxruntime's order), and the last one to four go straight into the quantized
+# output: a 2x2 window is one loop that reads four input rows and writes one output row. A window
+# of at most four taps starts from a row of -0.0, for which ``-0.0 + t`` is ``t`` exactly (also for
+# t = +-0). Taps are addressed by unsigned offsets into the flat arrays, not by row views: a view
+# per tap cost ~15 ns of reference counting per window, and a signed index a wrap-around test that
+# keeps LLVM from vectorising; a "fresh or not" test inside a loop did too, hence the loop pairs.
+
+_U = np.uint64
+
+
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _tap(v, xs, fzp):
+    return xs * (np.float32(v) - fzp)
+
+
+@njit(cache=True, nogil=True, inline="always", boundscheck=False, error_model="numpy")
+def _sum_four(acc, fresh, xf, pa, pb, pc, pe, xs, fzp):
+    """``acc (+)= t(a) + t(b) + t(c) + t(e)`` in that order, the taps at offsets ``pa..pe`` of ``xf``
+    (``fresh``: acc holds nothing yet)."""
+    n = _U(acc.shape[0])
+    if fresh:
+        for i in range(n):
+            acc[i] = ((_tap(xf[pa + i], xs, fzp) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)) \
+                + _tap(xf[pe + i], xs, fzp)
+    else:
+        for i in range(n):
+            acc[i] = (((acc[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)) \
+                + _tap(xf[pe + i], xs, fzp)
+
+
+@njit(cache=True, nogil=True, inline="always", boundscheck=False, error_model="numpy")
+def _finish(src, xf, pa, pb, pc, pe, rest, of, q, d, pow2, xs, fzp, ys, yzp, qmin, qmax):
+    """``src`` plus the window's last ``rest`` (1 to 4) taps, quantized into ``of[q:q + C]``: one
+    loop per tap count and divisor kind (``pow2``: ``d`` is the inverse of the divisor)."""
+    n = _U(src.shape[0])
+    if pow2:
+        if rest == 4:
+            for i in range(n):
+                s = (((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)) \
+                    + _tap(xf[pe + i], xs, fzp)
+                of[q + i] = _quantize_pow2(s, d, ys, yzp, qmin, qmax)
+        elif rest == 3:
+            for i in range(n):
+                s = ((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)
+                of[q + i] = _quantize_pow2(s, d, ys, yzp, qmin, qmax)
+        elif rest == 2:
+            for i in range(n):
+                s = (src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)
+                of[q + i] = _quantize_pow2(s, d, ys, yzp, qmin, qmax)
+        else:
+            for i in range(n):
+                of[q + i] = _quantize_pow2(src[i] + _tap(xf[pa + i], xs, fzp), d, ys, yzp, qmin, qmax)
+    elif rest == 4:
+        for i in range(n):
+            s = (((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)) \
+                + _tap(xf[pe + i], xs, fzp)
+            of[q + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+    elif rest == 3:
+        for i in range(n):
+            s = ((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)
+            of[q + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+    elif rest == 2:
+        for i in range(n):
+            s = (src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)
+            of[q + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+    else:
+        for i in range(n):
+            of[q + i] = _quantize(src[i] + _tap(xf[pa + i], xs, fzp), d, ys, yzp, qmin, qmax)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
 def pool_nxc(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
     """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column): one window
     at a time, every channel at once (vectorised over the contiguous channels)."""
-    rows_out = out.shape[1]
-    ow = out.shape[2]
-    channels = out.shape[3]
+    rows_in, width, channels = x.shape[1], x.shape[2], x.shape[3]
+    rows_out, ow = out.shape[1], out.shape[2]
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
     xs, ys = fq[0], fq[1]
     fzp = np.float32(iq[0])  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
     yzp, qmin, qmax = np.float32(iq[1]), np.float32(iq[2]), np.float32(iq[3])
-    pow2 = geo[6]
+    pow2 = geo[6] != 0
+    most_rows = 1
+    for r in range(rows_out):
+        most_rows = max(most_rows, row_ptr[r + 1] - row_ptr[r])
+    taps = np.zeros(most_rows * max(1, geo[3]), _U)  # a window's tap offsets; geo[3]: the last kernel
     acc = np.empty(channels, np.float32)
-    for item in range(lo, hi):
+    negzero = np.full(channels, np.float32(-0.0))
+    item = lo
+    while item < hi:  # one output row at a time
         nr = item // ow
-        o = item - nr * ow
+        o0 = item - nr * ow
+        o1 = min(ow, o0 + hi - item)
         n = nr // rows_out
         r = nr - n * rows_out
-        acc[:] = np.float32(0.0)
-        for t in range(row_ptr[r], row_ptr[r + 1]):
-            xrow = x[n, row_idx[t]]
-            for w in range(first[o], first[o] + count[o]):
-                xv = xrow[w]
-                for c in range(channels):
-                    acc[c] += xs * (np.float32(xv[c]) - fzp)
-        d = div[r * ow + o]
-        orow = out[n, r, o]
-        if pow2:
-            for c in range(channels):
-                orow[c] = _quantize_pow2(acc[c], d, ys, yzp, qmin, qmax)
-        else:
-            for c in range(channels):
-                orow[c] = _quantize(acc[c], d, ys, yzp, qmin, qmax)
+        for o in range(o0, o1):
+            k = 0  # the taps in row-major order
+            for t in range(row_ptr[r], row_ptr[r + 1]):
+                row = (n * rows_in + row_idx[t]) * width
+                for w in range(first[o], first[o] + count[o]):
+                    taps[k] = _U((row + w) * channels)
+                    k += 1
+            q = _U((nr * ow + o) * channels)
+            d = div[r * ow + o]
+            if k == 0:  # a window without taps (onnxruntime's geometry may not make one): 0 / divisor
+                for i in range(channels):
+                    of[q + _U(i)] = _quantize_pow2(np.float32(0.0), d, ys, yzp, qmin, qmax) if pow2 else \
+                        _quantize(np.float32(0.0), d, ys, yzp, qmin, qmax)
+                continue
+            g = 0
+            while k - g > 4:
+                _sum_four(acc, g == 0, xf, taps[g], taps[g + 1], taps[g + 2], taps[g + 3], xs, fzp)
+                g += 4
+            last = k - 1  # taps beyond the window's last are never read (``rest`` says how many count)
+            _finish(negzero if g == 0 else acc, xf, taps[g], taps[min(g + 1, last)], taps[min(g + 2, last)],
+                    taps[min(g + 3, last)], k - g, of, q, d, pow2, xs, fzp, ys, yzp, qmin, qmax)
+        item += o1 - o0
 
 
 # ---------------------------------------------------------------------------------------------
