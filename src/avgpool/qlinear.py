@@ -14,7 +14,7 @@ from .errors import AvgPoolError
 _DTYPES = frozenset(dialect.DTYPES)
 
 
-_CALLS: dict = {}  # every argument but the data -> (Prepared, kernel scalars)
+_CALLS: dict = {}  # every argument but the data -> (Prepared, kernel arguments)
 _CALLS_CACHE = 1024
 _PARAMS: dict = {}  # (x_scale, x_zp, y_scale, y_zp, dtype) of plain Python numbers -> QuantParams
 _PARAMS_CACHE = 256
@@ -119,14 +119,14 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
         except _Unhashable:
             prepared = qlinear_engine.prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad,
                                               ceil_mode, count_include_pad, channels_last)
-        scalars = prepared.scalars(_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point))
+        kernel_args = prepared.kernel_args(_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point))
         if key is not None:
             if len(_CALLS) >= _CALLS_CACHE:
                 _CALLS.clear()
-            _CALLS[key] = (prepared, scalars)
+            _CALLS[key] = (prepared, kernel_args)
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
-        return qlinear_engine.run(prepared, array, scalars)
+        return qlinear_engine.run(prepared, array, kernel_args)
     except AvgPoolError as err:
         message = str(err)
         if message.startswith(dialect.LABEL + ":"):

@@ -1,9 +1,9 @@
 """Run QLinearAveragePool: onnxruntime geometry -> window tables (from :mod:`avgpool.plan`) -> kernel.
 
 Everything that depends only on (attributes, input shape, dtype) is prepared once and cached
-(:func:`prepare_cached`), and so are the kernel's scalar arrays for each set of scales and zero
-points (:meth:`Prepared.scalars`): a repeated call costs a dtype check, two dictionary lookups,
-one allocation and the kernel.
+(:func:`prepare_cached`), and so are the kernel's arguments for each set of scales and zero
+points (:meth:`Prepared.kernel_args`; one tuple, so that helper threads recognise the job): a
+repeated call costs a dtype check, two dictionary lookups, one allocation and the kernel.
 """
 
 from __future__ import annotations
@@ -56,21 +56,22 @@ class Prepared:
     items: int  # the kernel's work items (output rows, positions or planes)
     pieces: int  # 1: serial; more: that many pieces shared by the threads
     tables: tuple[np.ndarray, ...]  # window tables of the general path
-    _scalars: dict = field(default_factory=dict)
+    _args: dict = field(default_factory=dict)  # quantisation values -> kernel arguments
     kernel: Any = None  # the kernel function (None: empty output), set from ``kind``
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel", _kernel(self.kind))
 
-    def scalars(self, params: dialect.QuantParams) -> tuple[np.ndarray, np.ndarray]:
-        """The kernel's (float32, int64) scalar arrays for these quantisation values (cached;
-        the global path's range check happens here)."""
-        found = self._scalars.get(params)
+    def kernel_args(self, params: dialect.QuantParams) -> tuple[np.ndarray, ...]:
+        """The kernel's arguments after the bounds: the window tables and the (float32, int64)
+        scalar arrays for these quantisation values (cached; the global path's range check
+        happens here)."""
+        found = self._args.get(params)
         if found is None:
-            found = _make_scalars(self, params)
-            if len(self._scalars) >= _SCALARS_CACHE:
-                self._scalars.clear()
-            self._scalars[params] = found
+            found = (*self.tables, *_make_scalars(self, params))
+            if len(self._args) >= _SCALARS_CACHE:
+                self._args.clear()
+            self._args[params] = found
         return found
 
 
@@ -170,11 +171,11 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
                     (batch * channels, rows_out * ow), items, _pieces(work, items), tables)
 
 
-def run(prepared: Prepared, x: np.ndarray, scalars: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:
     """Pool a C-contiguous uint8/int8 array of the prepared shape."""
     out = np.empty(prepared.out_view, x.dtype)
     kernel = prepared.kernel
     if kernel is not None:
         threads.run_pieces(kernel, x.reshape(prepared.x_view), out, prepared.items, prepared.pieces,
-                           (*prepared.tables, *scalars))
+                           kernel_args)
     return out.reshape(prepared.out_shape)

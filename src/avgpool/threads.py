@@ -5,18 +5,31 @@ pieces that the threads take in turn until none is left. Unlike a fork-join regi
 prange), the caller never waits for a helper that has not started: on a machine whose other core
 is busy, it simply takes the pieces itself, so a late thread costs its share, not a stall
 (a prange region there took 10 to 40 times longer than the serial kernel).
+
+The helpers are persistent threads that take pieces in compiled code (:mod:`avgpool.kernels.crew`):
+after a job they keep watching the job board for ``SPIN_SECONDS`` without the GIL, so the next
+job reaches them within a microsecond; then they sleep until a caller wakes them (tens of
+microseconds, so the first call after a pause runs mostly on the caller's thread). A helper
+serves one prepared pool at a time (the kernel and its tables are compiled-in arguments of its
+wait loop) and goes back to Python only to switch to another. One caller at a time uses the
+helpers; a second caller meanwhile runs its kernel on its own thread.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 from typing import Any
 
-#: Pieces per thread: small enough that a thread scheduled late leaves little to wait for.
-PIECES_PER_THREAD = 4
+import numpy as np
 
-_EXECUTOR: list = []  # [(threads, ThreadPoolExecutor)], created on first use
+#: Pieces per thread for large jobs: small enough that a thread scheduled late leaves little to wait for.
+PIECES_PER_THREAD = 2
+#: How long a helper keeps spinning for the next job after finishing one.
+SPIN_SECONDS = 0.002
+_MAX_POOLS = 64  # pools the helpers can be switched to (older ones are forgotten)
 
 
 def thread_count() -> int:
@@ -26,55 +39,123 @@ def thread_count() -> int:
     return numba.get_num_threads()
 
 
-def pieces_for(items: int, parallel: bool) -> int:
+def pieces_for(items: int, parallel: bool, per_thread: int = PIECES_PER_THREAD) -> int:
     """How many pieces to cut ``items`` into: 1 (serial) unless the work is worth threads."""
     threads = thread_count()
     if not parallel or threads < 2 or items < 2:
         return 1
-    return max(1, min(items, threads * PIECES_PER_THREAD))
+    return max(1, min(items, threads * per_thread))
 
 
-class _Shared:
-    def __init__(self, kernel: Any, x: Any, out: Any, items: int, pieces: int, args: tuple) -> None:
-        self.kernel, self.x, self.out, self.items, self.pieces, self.args = kernel, x, out, items, pieces, args
-        self.next = self.running = 0
-        self.error: BaseException | None = None
+def _like(array: np.ndarray) -> np.ndarray:
+    """An array of the same shape and dtype that holds no memory (what a helper needs to know)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, array.dtype), array.shape, (0,) * array.ndim)
+
+
+class _Crew:
+    """The helper threads, the job board they watch, and the pools they can serve."""
+
+    def __init__(self) -> None:
+        from .kernels import crew
+
+        self.compiled = crew
+        self.board = np.zeros(crew.BOARD_WORDS, np.int64)
+        self.lock = threading.Lock()  # held by the one caller using the board
+        self.pools: dict[int, tuple] = {}  # pool id -> (kernel address, x_like, out_like, args)
+        self.ids: dict[tuple, tuple] = {}  # (kernel, args, shapes...) -> (pool id, address, args)
+        self.next_id = itertools.count(1)
         self.cond = threading.Condition()
+        self.sleeping = 0
+        self.helpers: list[threading.Thread] = []
+        self.spin_rounds = self._calibrate()
 
-    def work(self) -> None:
-        while True:
-            with self.cond:
-                i = self.next
-                if i >= self.pieces or self.error is not None:
-                    return
-                self.next = i + 1
-                self.running += 1
-            try:
-                self.kernel(self.x, self.out, self.items * i // self.pieces, self.items * (i + 1) // self.pieces,
-                            *self.args)
-            except BaseException as err:  # noqa: BLE001 - re-raised in the calling thread
-                self.error = err
-            finally:
+    def _calibrate(self) -> int:
+        """How many idle reads of the board make ``SPIN_SECONDS``."""
+        board = np.zeros(self.compiled.BOARD_WORDS, np.int64)
+        probe = np.zeros(1, np.int64)
+        self.compiled.serve(0, board, 0, probe, probe, 1)
+        start = time.perf_counter()
+        self.compiled.serve(0, board, 0, probe, probe, 20000)
+        per_round = max(1e-9, (time.perf_counter() - start) / 20000)
+        return max(1, int(SPIN_SECONDS / per_round))
+
+    def pool(self, kernel: Any, x: np.ndarray, out: np.ndarray, args: tuple) -> tuple[int, int]:
+        """(pool id, kernel address) of a job: registered once per kernel, shapes and ``args``."""
+        key = (kernel, id(args), x.shape, x.dtype, out.shape, out.dtype)
+        found = self.ids.get(key)
+        if found is not None and found[2] is args:
+            return found[0], found[1]
+        if len(self.pools) >= _MAX_POOLS:
+            self.pools.clear()
+            self.ids.clear()
+        pool, address = next(self.next_id), self.compiled.native_address(kernel, x, out, args)
+        self.pools[pool] = (address, _like(x), _like(out), args)
+        self.ids[key] = (pool, address, args)
+        return pool, address
+
+    def ensure_helpers(self, count: int) -> None:
+        while len(self.helpers) < count:
+            helper = threading.Thread(target=self._serve, daemon=True, name=f"avgpool-helper-{len(self.helpers)}")
+            helper.start()
+            self.helpers.append(helper)
+
+    def run(self, kernel: Any, x: np.ndarray, out: np.ndarray, items: int, pieces: int, args: tuple) -> bool:
+        """Share the job with the helpers; False if the board is busy (another caller) or a piece
+        failed, and the caller should run the job itself."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            pool, address = self.pool(kernel, x, out, args)
+            if self.sleeping:
                 with self.cond:
-                    self.running -= 1
-                    if self.running == 0:
-                        self.cond.notify_all()
+                    self.cond.notify_all()
+            return bool(self.compiled.lead(address, self.board, pool, x, out, items,
+                                           min(pieces, self.compiled.MAX_PIECES), *args))
+        finally:
+            self.lock.release()
+
+    def _serve(self) -> None:
+        pool = 0
+        while True:
+            entry = self.pools.get(pool)
+            if entry is not None:
+                address, x_like, out_like, args = entry
+                pool = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, *args)
+                if pool:
+                    continue
+            with self.cond:
+                self.sleeping += 1
+                self.cond.wait()
+                self.sleeping -= 1
+            pool = int(self.board[self.compiled.POOL])
+
+
+_CREW: list[_Crew] = []
+_CREW_LOCK = threading.Lock()
+
+
+def _forget_crew() -> None:
+    _CREW.clear()  # a forked child has none of the parent's threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_crew)
+
+
+def _crew() -> _Crew:
+    if not _CREW:
+        with _CREW_LOCK:
+            if not _CREW:
+                _CREW.append(_Crew())
+    return _CREW[0]
 
 
 def run_pieces(kernel: Any, x: Any, out: Any, items: int, pieces: int, args: tuple) -> None:
     """Run ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces`` pieces, shared."""
-    if pieces <= 1:
-        kernel(x, out, 0, items, *args)
-        return
-    threads = thread_count()
-    if not _EXECUTOR or _EXECUTOR[0][0] != threads:
-        _EXECUTOR[:] = [(threads, ThreadPoolExecutor(threads - 1, thread_name_prefix="avgpool"))]
-    shared = _Shared(kernel, x, out, items, pieces, args)
-    for _ in range(threads - 1):
-        _EXECUTOR[0][1].submit(shared.work)
-    shared.work()
-    with shared.cond:
-        while shared.running:
-            shared.cond.wait()
-    if shared.error is not None:
-        raise shared.error
+    if pieces > 1:
+        crew = _crew()
+        if not crew.helpers:  # as many as numba's thread count allows at first use
+            crew.ensure_helpers(thread_count() - 1)
+        if crew.run(kernel, x, out, items, pieces, args):
+            return
+    kernel(x, out, 0, items, *args)

@@ -1,0 +1,202 @@
+"""Compiled side of avgpool's work sharing: a job board in shared memory, claimed with atomics.
+
+The caller's :func:`lead` posts a job (``kernel``, the input and output addresses, ``items`` cut
+into ``pieces``) and takes pieces itself until none is left; helper threads in :func:`serve`
+watch the board, spinning (no GIL held) for a while after each job, and take pieces too. Neither
+side returns to Python between pieces, so a helper that is spinning joins a job within about a
+microsecond, where waking a sleeping thread (and taking the GIL) costs tens of microseconds.
+
+Board words (int64):
+    CLAIM   job number << 20 | next unclaimed piece (one compare-and-swap claims a piece of that
+            job, so a helper can never take a piece of a job whose fields it did not read)
+    PIECES, ITEMS, POOL, X, OUT   the job: piece count, items, pool id, input and output address
+    DONE    pieces finished (the caller waits for DONE == PIECES: only pieces already claimed by
+            a running helper are ever waited for, never a helper that has not started)
+    FAILED  set when a piece raised; the caller then reruns the whole job on its own thread
+
+A job's fields are written before its CLAIM word and only after every piece of the previous job
+is finished, so a helper that read CLAIM = (job, i < pieces), then the fields, and then claimed
+piece i with a compare-and-swap on that same word, read that job's fields.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from llvmlite import ir
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED = range(8)
+BOARD_WORDS = 16  # the board spans its own cache lines
+_PIECE_BITS = 20
+_PIECE_MASK = (1 << _PIECE_BITS) - 1
+MAX_PIECES = _PIECE_MASK
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def _word_pointer(context, builder, array_type, array, index):
+    ary = context.make_array(array_type)(context, builder, array)
+    return cgutils.get_item_pointer(context, builder, array_type, ary, [index])
+
+
+@intrinsic
+def _load(typingctx, board, index):
+    """``board[index]``, an atomic acquire load (never hoisted out of a loop)."""
+    def codegen(context, builder, signature, args):
+        return builder.load_atomic(_word_pointer(context, builder, signature.args[0], *args), "acquire", 8)
+    return types.int64(board, index), codegen
+
+
+@intrinsic
+def _store(typingctx, board, index, value):
+    """``board[index] = value``, an atomic release store."""
+    def codegen(context, builder, signature, args):
+        builder.store_atomic(args[2], _word_pointer(context, builder, signature.args[0], args[0], args[1]),
+                             "release", 8)
+        return context.get_dummy_value()
+    return types.none(board, index, types.int64), codegen
+
+
+@intrinsic
+def _add(typingctx, board, index, value):
+    """Atomically ``board[index] += value``."""
+    def codegen(context, builder, signature, args):
+        builder.atomic_rmw("add", _word_pointer(context, builder, signature.args[0], args[0], args[1]), args[2],
+                           "seq_cst")
+        return context.get_dummy_value()
+    return types.none(board, index, types.int64), codegen
+
+
+@intrinsic
+def _swap(typingctx, board, index, expected, value):
+    """Compare-and-swap ``board[index]`` from ``expected`` to ``value``: True if it was done."""
+    def codegen(context, builder, signature, args):
+        pointer = _word_pointer(context, builder, signature.args[0], args[0], args[1])
+        result = builder.cmpxchg(pointer, args[2], args[3], "seq_cst", "seq_cst")
+        return builder.extract_value(result, 1)
+    return types.boolean(board, index, types.int64, types.int64), codegen
+
+
+@intrinsic
+def _pause(typingctx):
+    """x86 ``pause``: a spin-wait hint that frees the core's resources between reads."""
+    def codegen(context, builder, signature, args):
+        if _X86:
+            pause = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                                   "llvm.x86.sse2.pause")
+            builder.call(pause, [])
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@intrinsic
+def _pointer_like(typingctx, address, like):
+    """The integer ``address`` as a pointer to elements of array type ``like``."""
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+    return types.CPointer(like.dtype)(address, like), codegen
+
+
+@intrinsic
+def _call_native(typingctx, address, x, out, lo, hi, args):
+    """Call the compiled kernel at ``address`` as ``kernel(x, out, lo, hi, *args)``: True unless
+    it raised. The kernel is reached through its address, not linked in: linking a kernel into
+    this loop would have LLVM optimise the whole kernel again, for half a minute, per kernel."""
+    argtypes = (x, out, lo, hi, *args.types)
+
+    def codegen(context, builder, signature, llargs):
+        values = [*llargs[1:5], *(builder.extract_value(llargs[5], i) for i in range(len(args.types)))]
+        function_type = context.call_conv.get_function_type(types.none, argtypes)
+        function = builder.inttoptr(llargs[0], function_type.as_pointer())
+        status, _ = context.call_conv.call_function(builder, function, types.none, argtypes, values)
+        return builder.not_(status.is_error)
+    return types.boolean(address, x, out, lo, hi, args), codegen
+
+
+@njit(cache=True, nogil=True)
+def _run_piece(kernel, board, claim, x_like, out_like, args):
+    """Run the claimed piece ``claim & mask`` of the posted job with the kernel at address
+    ``kernel``; count it done (failed or not)."""
+    piece, pieces, items = claim & _PIECE_MASK, _load(board, PIECES), _load(board, ITEMS)
+    x = carray(_pointer_like(_load(board, X), x_like), x_like.shape)
+    out = carray(_pointer_like(_load(board, OUT), out_like), out_like.shape)
+    if not _call_native(kernel, x, out, items * piece // pieces, items * (piece + 1) // pieces, args):
+        _store(board, FAILED, 1)
+    _add(board, DONE, 1)
+
+
+@njit(cache=True, nogil=True)
+def _claim(board):
+    """Claim an unclaimed piece of the posted job: its CLAIM word, or -1 when none is left."""
+    while True:
+        claim = _load(board, CLAIM)
+        if (claim & _PIECE_MASK) >= _load(board, PIECES):
+            return -1
+        if _swap(board, CLAIM, claim, claim + 1):
+            return claim
+
+
+@njit(cache=True, nogil=True)
+def lead(kernel, board, pool, x, out, items, pieces, *args):
+    """Post ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces`` (``kernel``: the address
+    from :func:`native_address`) and take pieces until none is left; return when all are
+    finished: True, or False if one raised."""
+    board[PIECES] = pieces
+    board[ITEMS] = items
+    board[POOL] = pool
+    board[X] = x.ctypes.data
+    board[OUT] = out.ctypes.data
+    board[DONE] = 0
+    board[FAILED] = 0
+    job = (_load(board, CLAIM) >> _PIECE_BITS) + 1
+    _store(board, CLAIM, job << _PIECE_BITS)
+    while True:
+        claim = _claim(board)
+        if claim < 0:
+            break
+        _run_piece(kernel, board, claim, x, out, args)
+    while _load(board, DONE) < pieces:
+        _pause()
+    return _load(board, FAILED) == 0
+
+
+@njit(cache=True, nogil=True)
+def serve(kernel, board, pool, x_like, out_like, rounds, *args):
+    """Take pieces of the jobs of pool ``pool`` (kernel at address ``kernel``, input and output
+    shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, or the pool id
+    of a job of another pool."""
+    idle = 0
+    while idle < rounds:
+        claim = _load(board, CLAIM)
+        if (claim & _PIECE_MASK) < _load(board, PIECES):
+            other = _load(board, POOL)
+            if other != pool:
+                if _load(board, CLAIM) == claim:  # the pool id read belongs to this job
+                    return other
+                continue
+            if _swap(board, CLAIM, claim, claim + 1):
+                _run_piece(kernel, board, claim, x_like, out_like, args)
+                idle = 0
+            continue
+        _pause()
+        idle += 1
+    return 0
+
+
+
+def native_address(kernel, x, out, args) -> int:
+    """The address of ``kernel`` compiled (or loaded from the cache) for C-contiguous arrays like
+    ``x`` and ``out``, int64 bounds and ``args``: what :func:`lead` and :func:`serve` call."""
+    from numba import typeof
+
+    signature = (types.Array(typeof(x).dtype, x.ndim, "C"), types.Array(typeof(out).dtype, out.ndim, "C"),
+                 types.int64, types.int64, *(typeof(a) for a in args))
+    kernel.compile(signature)
+    result = kernel.overloads[signature]
+    address = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+    if not address:
+        raise RuntimeError(f"no native code for {kernel.__name__}{signature}")
+    return int(address)

@@ -1,0 +1,122 @@
+"""Work sharing (avgpool.threads and its compiled job board): every item computed exactly once,
+by whichever thread, failures raised in the caller, several callers at once, and the engine's
+threaded path equal to its serial one."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
+from numba import njit
+
+import avgpool
+from avgpool import threads
+from test_properties import configurations, edge_arrays, engine_settings
+
+pytestmark = pytest.mark.skipif(threads.thread_count() < 2, reason="needs numba threads >= 2")
+
+
+@njit(nogil=True)
+def _count_items(x, out, lo, hi, weight):
+    for i in range(lo, hi):
+        out[i] += x[i] * weight[0]
+
+
+@njit(nogil=True)
+def _fail_in_piece(x, out, lo, hi, bad):
+    for i in range(lo, hi):
+        if i == bad[0]:
+            raise IndexError("item out of range")
+        out[i] = x[i]
+
+
+def test_every_item_once_over_many_jobs():
+    """Jobs back to back (the helpers spinning) and after pauses (the helpers asleep): each item
+    of each job is added exactly once, whichever thread took its piece."""
+    x = np.arange(1, 10_001, dtype=np.float64)
+    weight = np.ones(1)
+    for pieces in (2, 3, 8, 64):
+        out = np.zeros_like(x)
+        for _ in range(50):
+            threads.run_pieces(_count_items, x, out, x.size, pieces, (weight,))
+        assert np.array_equal(out, 50 * x), pieces
+
+
+def test_jobs_of_different_pools_alternate():
+    """Helpers switch between kernels, shapes and arguments without mixing them up."""
+    a, b = np.arange(1000.0), np.arange(5000.0)
+    wa, wb = np.full(1, 2.0), np.full(1, 3.0)
+    out_a, out_b = np.zeros_like(a), np.zeros_like(b)
+    for _ in range(30):
+        threads.run_pieces(_count_items, a, out_a, a.size, 4, (wa,))
+        threads.run_pieces(_count_items, b, out_b, b.size, 4, (wb,))
+    assert np.array_equal(out_a, 60 * a) and np.array_equal(out_b, 90 * b)
+
+
+def test_failing_piece_raises_in_the_caller():
+    x = np.arange(100.0)
+    out = np.zeros_like(x)
+    with pytest.raises(IndexError, match="item out of range"):
+        threads.run_pieces(_fail_in_piece, x, out, x.size, 8, (np.array([77]),))
+    threads.run_pieces(_fail_in_piece, x, out, x.size, 8, (np.array([-1]),))  # and the board is usable again
+    assert np.array_equal(out, x)
+
+
+def test_several_callers_at_once():
+    """Callers on several Python threads: one at a time uses the helpers, the others compute on
+    their own thread; every result is complete."""
+    x = np.arange(1, 20_001, dtype=np.float64)
+    results: dict[int, np.ndarray] = {}
+
+    def caller(k: int) -> None:
+        out = np.zeros_like(x)
+        weight = np.full(1, float(k + 1))
+        for _ in range(40):
+            threads.run_pieces(_count_items, x, out, x.size, 4, (weight,))
+        results[k] = out
+
+    workers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for k in range(4):
+        assert np.array_equal(results[k], 40 * (k + 1) * x), k
+
+
+def threaded_everywhere():
+    """Every call shared between threads, in the smallest pieces."""
+    return engine_settings(PARALLEL_MIN_ELEMENTS=1, MANY_PIECES_ELEMENTS=1)
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_threaded_engine_equals_serial(data):
+    """The engine cut into pieces gives bit for bit the serial result (same kernels, same slabs)."""
+    attrs, dtype, ncx_shape, layout = data.draw(configurations())
+    shape = ncx_shape if layout == "NCX" else (ncx_shape[0],) + ncx_shape[2:] + (ncx_shape[1],)
+    x = data.draw(edge_arrays(shape, dtype))
+    note(f"attrs={attrs} layout={layout} dtype={dtype} shape={shape}")
+    try:
+        serial = avgpool.average_pool(x, layout=layout, **attrs)
+    except avgpool.AvgPoolError:
+        return
+    with threaded_everywhere():
+        shared = avgpool.average_pool(x, layout=layout, **attrs)
+    assert shared.dtype == serial.dtype and shared.shape == serial.shape
+    assert np.array_equal(shared.view(np.uint8), serial.view(np.uint8))
+
+
+def test_threaded_engine_is_threaded():
+    """threaded_everywhere() really cuts calls into pieces (else the test above compares serial
+    with serial)."""
+    from avgpool import engine
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.spec import Layout
+
+    spec = onnx_dialect.make_spec(22, (4, 3, 9, 9), [3, 3])
+    with threaded_everywhere():
+        assert engine.prepare(spec, (4, 3, 9, 9), np.dtype(np.float32), Layout.NCX).pieces > 1
