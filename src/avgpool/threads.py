@@ -8,15 +8,20 @@ is busy, it simply takes the pieces itself, so a late thread costs its share, no
 
 The helpers are persistent threads that take pieces in compiled code (:mod:`avgpool.kernels.crew`):
 after a job they keep watching the job board for ``SPIN_SECONDS`` without the GIL, so the next
-job reaches them within a microsecond; then they sleep until a caller wakes them (tens of
-microseconds, so the first call after a pause runs mostly on the caller's thread). A helper
-serves one prepared pool at a time (the kernel and its tables are compiled-in arguments of its
-wait loop) and goes back to Python only to switch to another. One caller at a time uses the
-helpers; a second caller meanwhile runs its kernel on its own thread.
+job reaches them within a microsecond; then they sleep until a caller wakes them (a wake-up
+took 150-250 us on the 2-CPU virtual machine measured, so the first call after a pause runs
+mostly on the caller's thread). Each helper stays on one CPU (counted from the last of the
+process's set): woken unpinned, it was often placed on its caller's CPU, where the two could only
+take turns for milliseconds. A helper serves one prepared pool at a time (the kernel and its
+tables are arguments of its wait loop) and goes back to Python only to switch to another. One
+caller at a time uses the helpers; a second caller meanwhile runs its kernel on its own thread.
+The caller only ever waits for pieces a helper has claimed, offering its CPU to the OS while it
+does (the helper may be waiting for that very CPU).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -95,7 +100,8 @@ class _Crew:
 
     def ensure_helpers(self, count: int) -> None:
         while len(self.helpers) < count:
-            helper = threading.Thread(target=self._serve, daemon=True, name=f"avgpool-helper-{len(self.helpers)}")
+            index = len(self.helpers)
+            helper = threading.Thread(target=self._serve, args=(index,), daemon=True, name=f"avgpool-helper-{index}")
             helper.start()
             self.helpers.append(helper)
 
@@ -114,7 +120,8 @@ class _Crew:
         finally:
             self.lock.release()
 
-    def _serve(self) -> None:
+    def _serve(self, index: int) -> None:
+        _pin_helper(index)
         pool = 0
         while True:
             entry = self.pools.get(pool)
@@ -128,6 +135,18 @@ class _Crew:
                 self.cond.wait()
                 self.sleeping -= 1
             pool = int(self.board[self.compiled.POOL])
+
+
+def _pin_helper(index: int) -> None:
+    """Keep helper ``index`` on one CPU of the process's set, counting from the last: a helper woken
+    from sleep is otherwise often placed on its caller's CPU, where it can only take turns with
+    the caller until the OS moves one of them (milliseconds later)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, {cpus[-1 - index % (len(cpus) - 1)]})
 
 
 _CREW: list[_Crew] = []

@@ -35,6 +35,9 @@ _PIECE_MASK = (1 << _PIECE_BITS) - 1
 MAX_PIECES = _PIECE_MASK
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+_POSIX = platform.system() != "Windows"
+#: Idle reads between two offers of the core to the OS scheduler.
+_READS_PER_YIELD = 64
 
 
 def _word_pointer(context, builder, array_type, array, index):
@@ -90,6 +93,28 @@ def _pause(typingctx):
             builder.call(pause, [])
         return context.get_dummy_value()
     return types.none(), codegen
+
+
+@intrinsic
+def _yield_core(typingctx):
+    """``sched_yield()``: let another thread that is ready on this core run. A thread woken from
+    sleep may land on its waker's core; spinning there would keep the other from running until
+    the OS preempts the spinner (milliseconds)."""
+    def codegen(context, builder, signature, args):
+        if _POSIX:
+            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []),
+                                                      "sched_yield")
+            builder.call(function, [])
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _idle(rounds):
+    """One idle read's wait: a pause, and every few reads the core offered to other threads."""
+    _pause()
+    if rounds % _READS_PER_YIELD == _READS_PER_YIELD - 1:
+        _yield_core()
 
 
 @intrinsic
@@ -158,8 +183,10 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
         if claim < 0:
             break
         _run_piece(kernel, board, claim, x, out, args)
-    while _load(board, DONE) < pieces:
-        _pause()
+    rounds = 0
+    while _load(board, DONE) < pieces:  # pieces a helper is still running
+        _idle(rounds)
+        rounds += 1
     return _load(board, FAILED) == 0
 
 
@@ -181,11 +208,9 @@ def serve(kernel, board, pool, x_like, out_like, rounds, *args):
                 _run_piece(kernel, board, claim, x_like, out_like, args)
                 idle = 0
             continue
-        _pause()
+        _idle(idle)
         idle += 1
     return 0
-
-
 
 def native_address(kernel, x, out, args) -> int:
     """The address of ``kernel`` compiled (or loaded from the cache) for C-contiguous arrays like
