@@ -14,6 +14,7 @@ from numba import njit
 
 import avgpool
 from avgpool import threads
+from avgpool.kernels import crew as crew_board
 from test_properties import configurations, edge_arrays, engine_settings
 
 pytestmark = pytest.mark.skipif(threads.thread_count() < 2, reason="needs numba threads >= 2")
@@ -38,11 +39,15 @@ def test_every_item_once_over_many_jobs():
     of each job is added exactly once, whichever thread took its piece."""
     x = np.arange(1, 10_001, dtype=np.float64)
     weight = np.ones(1)
+    crew = threads._crew()
+    assert crew is not None, "the helper threads did not start"
+    posted = int(crew.board[crew_board.CLAIM]) >> 20  # jobs posted on the board so far
     for pieces in (2, 3, 8, 64):
         out = np.zeros_like(x)
         for _ in range(50):
             threads.run_pieces(_count_items, x, out, x.size, pieces, (weight,))
         assert np.array_equal(out, 50 * x), pieces
+    assert (int(crew.board[crew_board.CLAIM]) >> 20) - posted == 200, "jobs did not go through the job board"
 
 
 def test_jobs_of_different_pools_alternate():

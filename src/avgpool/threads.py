@@ -26,6 +26,7 @@ import itertools
 import os
 import threading
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -161,11 +162,19 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_crew)
 
 
-def _crew() -> _Crew:
+def _crew() -> _Crew | None:
+    """The helpers, started on first use; None where they could not be (then calls run serially)."""
     if not _CREW:
         with _CREW_LOCK:
             if not _CREW:
-                _CREW.append(_Crew())
+                try:
+                    crew = _Crew()
+                    crew.ensure_helpers(thread_count() - 1)  # as many as numba's setting at first use
+                except Exception as err:  # noqa: BLE001 - a numba without the internals crew.py uses
+                    warnings.warn(f"avgpool runs on one thread: its helper threads could not start ({err!r})",
+                                  RuntimeWarning, stacklevel=3)
+                    crew = None
+                _CREW.append(crew)
     return _CREW[0]
 
 
@@ -173,8 +182,9 @@ def run_pieces(kernel: Any, x: Any, out: Any, items: int, pieces: int, args: tup
     """Run ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces`` pieces, shared."""
     if pieces > 1:
         crew = _crew()
-        if not crew.helpers:  # as many as numba's thread count allows at first use
-            crew.ensure_helpers(thread_count() - 1)
-        if crew.run(kernel, x, out, items, pieces, args):
-            return
+        try:
+            if crew is not None and crew.run(kernel, x, out, items, pieces, args):
+                return
+        except Exception:  # noqa: BLE001 - the sharing machinery failed for this kernel: run it here
+            pass
     kernel(x, out, 0, items, *args)
