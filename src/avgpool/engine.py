@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -165,22 +165,29 @@ class PreparedPool:
     kernel_args: tuple
     pieces: int  # shared between threads when more than 1
     as_bits: bool  # float16/bfloat16 reach the kernel as their uint16 bit patterns
+    empty: bool = field(init=False)  # nothing to compute
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "empty", self.slabs == 0 or math.prod(self.out_shape) == 0)
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        # a tiny pool costs about as much as this method, hence each flags object fetched once,
+        # ravel (a view of a contiguous array) rather than reshape, and one test for a good out=
         if out is None:
             out = target = np.empty(self.out_shape, dtype=self.dtype)
         else:
-            check_out(out, self.out_shape, self.dtype)
+            out_flags = out.flags if type(out) is np.ndarray else None
+            if out_flags is None or out.shape != self.out_shape or out.dtype != self.dtype or not out_flags.writeable:
+                check_out(out, self.out_shape, self.dtype)  # raises, naming what is wrong
             # two arrays that each own their memory cannot overlap: the common case skips the
             # bounds test (it costs more than a tiny pool)
-            out_flags = out.flags
-            separate = out_flags.owndata and x.flags.owndata and out is not x
+            separate = out.base is None and x.base is None and out is not x
             in_place = out_flags.c_contiguous and (separate or not np.may_share_memory(out, x))
             target = out if in_place else np.empty(self.out_shape, dtype=self.dtype)
-        if self.slabs == 0 or target.size == 0:
+        if self.empty:
             return out
-        flat_x = x.reshape(-1) if x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1)
-        flat_out = target.reshape(-1)
+        flat_x = x.ravel()  # a view of a C-contiguous array, else a C-ordered copy
+        flat_out = target.ravel()
         if self.as_bits:
             flat_x, flat_out = flat_x.view(np.uint16), flat_out.view(np.uint16)
         if self.pieces == 1:  # the common small call: no thread machinery in the way
