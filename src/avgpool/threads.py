@@ -95,7 +95,11 @@ class _Crew:
             self.pools.clear()
             self.ids.clear()
         pool, address = next(self.next_id), self.compiled.native_address(kernel, x, out, args)
-        self.pools[pool] = (address, _like(x), _like(out), args)
+        x_like, out_like = _like(x), _like(out)
+        # compile (or load) the helpers' wait loop for these types here, with 0 reads: compiling
+        # in a helper thread while a short script's interpreter shuts down aborts inside LLVM
+        self.compiled.serve(address, self.board, pool, x_like, out_like, 0, *args)
+        self.pools[pool] = (address, x_like, out_like, args)
         self.ids[key] = (pool, address, args)
         return pool, address
 
