@@ -35,6 +35,11 @@ from .halfwidth import narrow, widen
 
 _JIT = dict(cache=True, nogil=True, error_model="numpy", boundscheck=None)
 _U = np.uint64
+# Constant arguments of inner calls as numpy scalars: numba compiles a function once more for each
+# combination of literal arguments (a Python 0, 1 or True), every copy costing seconds of LLVM
+# time. The literals kept (stride 1, the single row of a joined pass) measured a few % faster.
+_ZERO, _ONE = np.int64(0), np.int64(1)
+_YES, _NO = np.bool_(True), np.bool_(False)
 #: Rows turned into columns at a time by :func:`_transposed_pass` (vectors of this many sums).
 TILE_ROWS = 16
 #: Longest axis the transposed pass takes (its tiles, ~5 x 16 x this many float64, stay in cache).
@@ -104,10 +109,10 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                 acc[i] = 0.0
             j = 0
         else:
-            _add_three_taps(src, p, t1, stride, acc, m, True)
+            _add_three_taps(src, p, t1, stride, acc, m, _YES)
             j = 3
         while taps - j > 3:
-            _add_three_taps(src, p + _U(j) * t1, t1, stride, acc, m, False)
+            _add_three_taps(src, p + _U(j) * t1, t1, stride, acc, m, _NO)
             j += 3
         _last_taps(src, p + _U(j) * t1, t1, stride, taps - j, acc, dst, o, m, scale)
 
@@ -361,14 +366,14 @@ def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, sc
     n = _U(inner)
     span = block * inner
     blocks = (length + block - 1) // block
-    _partial_block(src, s0, 0, min(block, length), inner, prefix, 0, False)
+    _partial_block(src, s0, _ZERO, min(block, length), inner, prefix, _ZERO, _NO)
     o = 0
     for b in range(blocks):
         start = b * block
-        _partial_block(src, s0, start, min(start + block, length), inner, suffix, 0, True)
+        _partial_block(src, s0, start, min(start + block, length), inner, suffix, _ZERO, _YES)
         if b + 1 < blocks:
             _partial_block(src, s0, start + block, min(start + 2 * block, length), inner, prefix,
-                           ((b + 1) % 2) * span, False)
+                           ((b + 1) % 2) * span, _NO)
         here, after = (b % 2) * span, ((b + 1) % 2) * span
         while o < n_out and splits[t0 + o, 2] <= b:
             w = _U(d0 + o * inner)
@@ -440,10 +445,11 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
             for r in range(r_step):
                 tile_in[q + r] = src[p + r * n + t]
         if block > 0:
-            _block_pass(tile_in, 0, tile_out, 0, length, n_out, rows, t0, splits, scales, dil, block, prefix, suffix)
+            _block_pass(tile_in, _ZERO, tile_out, _ZERO, length, n_out, rows, t0, splits, scales, dil, block, prefix,
+                        suffix)
         else:
-            _direct_pass(tile_in, 0, tile_out, 0, 1, length, n_out, rows, t0, firsts, counts, scales, dil, stride,
-                         lo, hi, acc, 0, n_out)
+            _direct_pass(tile_in, _ZERO, tile_out, _ZERO, _ONE, length, n_out, rows, t0, firsts, counts, scales, dil,
+                         stride, lo, hi, acc, _ZERO, n_out)
         p = _U(d_base + a0 * n_out)
         m = _U(n_out)
         for o in range(m):
