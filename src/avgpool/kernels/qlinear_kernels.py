@@ -153,43 +153,28 @@ def _sum_four(acc, fresh, xf, pa, pb, pc, pe, xs, fzp):
 
 
 @njit(cache=True, nogil=True, inline="always", boundscheck=False, error_model="numpy")
-def _finish(src, xf, pa, pb, pc, pe, rest, of, q, d, pow2, xs, fzp, ys, yzp, qmin, qmax):
-    """``src`` plus the window's last ``rest`` (1 to 4) taps, quantized into ``of[q:q + C]``: one
-    loop per tap count and divisor kind (``pow2``: ``d`` is the inverse of the divisor)."""
+def _finish(src, xf, pa, pb, pc, pe, rest, of, q, quantize, d, xs, fzp, ys, yzp, qmin, qmax):
+    """``src`` plus the window's last ``rest`` (1 to 4) taps, quantized into ``of[q:q + C]`` by
+    ``quantize`` (:func:`_quantize`, or :func:`_quantize_pow2` with ``d`` the inverse of the
+    divisor), which numba compiles in: a divisor-kind test inside the loops kept them from
+    vectorising. One loop per tap count."""
     n = _U(src.shape[0])
-    if pow2:
-        if rest == 4:
-            for i in range(n):
-                s = (((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)) \
-                    + _tap(xf[pe + i], xs, fzp)
-                of[q + i] = _quantize_pow2(s, d, ys, yzp, qmin, qmax)
-        elif rest == 3:
-            for i in range(n):
-                s = ((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)
-                of[q + i] = _quantize_pow2(s, d, ys, yzp, qmin, qmax)
-        elif rest == 2:
-            for i in range(n):
-                s = (src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)
-                of[q + i] = _quantize_pow2(s, d, ys, yzp, qmin, qmax)
-        else:
-            for i in range(n):
-                of[q + i] = _quantize_pow2(src[i] + _tap(xf[pa + i], xs, fzp), d, ys, yzp, qmin, qmax)
-    elif rest == 4:
+    if rest == 4:
         for i in range(n):
             s = (((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)) \
                 + _tap(xf[pe + i], xs, fzp)
-            of[q + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+            of[q + i] = quantize(s, d, ys, yzp, qmin, qmax)
     elif rest == 3:
         for i in range(n):
             s = ((src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)) + _tap(xf[pc + i], xs, fzp)
-            of[q + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+            of[q + i] = quantize(s, d, ys, yzp, qmin, qmax)
     elif rest == 2:
         for i in range(n):
             s = (src[i] + _tap(xf[pa + i], xs, fzp)) + _tap(xf[pb + i], xs, fzp)
-            of[q + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+            of[q + i] = quantize(s, d, ys, yzp, qmin, qmax)
     else:
         for i in range(n):
-            of[q + i] = _quantize(src[i] + _tap(xf[pa + i], xs, fzp), d, ys, yzp, qmin, qmax)
+            of[q + i] = quantize(src[i] + _tap(xf[pa + i], xs, fzp), d, ys, yzp, qmin, qmax)
 
 
 @njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
@@ -236,8 +221,12 @@ def pool_nxc(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
                 _sum_four(acc, g == 0, xf, taps[g], taps[g + 1], taps[g + 2], taps[g + 3], xs, fzp)
                 g += 4
             last = k - 1  # taps beyond the window's last are never read (``rest`` says how many count)
-            _finish(negzero if g == 0 else acc, xf, taps[g], taps[min(g + 1, last)], taps[min(g + 2, last)],
-                    taps[min(g + 3, last)], k - g, of, q, d, pow2, xs, fzp, ys, yzp, qmin, qmax)
+            src = negzero if g == 0 else acc
+            pa, pb, pc, pe = taps[g], taps[min(g + 1, last)], taps[min(g + 2, last)], taps[min(g + 3, last)]
+            if pow2:
+                _finish(src, xf, pa, pb, pc, pe, k - g, of, q, _quantize_pow2, d, xs, fzp, ys, yzp, qmin, qmax)
+            else:
+                _finish(src, xf, pa, pb, pc, pe, k - g, of, q, _quantize, d, xs, fzp, ys, yzp, qmin, qmax)
         item += o1 - o0
 
 
