@@ -22,8 +22,8 @@ from .spec import Layout, PoolSpec
 # spinning costs ~10 us (measured, 2 threads: 1x128x56x56 2x2 s2 65 -> 50 us, 1x24x112x112 3x3 s2
 # 79 -> 53 us; a helper that has gone to sleep joins late and the caller does the work alone).
 PARALLEL_MIN_ELEMENTS = 1 << 17
-# Below this many elements each thread takes one piece (a piece costs a few microseconds of set-up);
-# above, more pieces leave less to wait for when a thread runs late.
+# Below this many elements each thread takes one piece (threads.pieces_for); above, more pieces
+# leave less to wait for when a thread runs late.
 MANY_PIECES_ELEMENTS = 1 << 22
 # Slabs are pooled in groups whose two float64 intermediate buffers take about this much memory.
 # Bigger than the caches, yet measured faster: long sequential sweeps over the input (1x128x56x56
@@ -208,9 +208,7 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     out_shape = infer_output_shape(spec, shape, layout)
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
     t = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
-    elements = math.prod(shape)
-    pieces = threads.pieces_for(slabs, elements >= PARALLEL_MIN_ELEMENTS,
-                                1 if elements < MANY_PIECES_ELEMENTS else threads.PIECES_PER_THREAD)
+    pieces = threads.pieces_for(slabs, math.prod(shape), PARALLEL_MIN_ELEMENTS, MANY_PIECES_ELEMENTS)
     group = max(1, min(-(-slabs // pieces), GROUP_SCRATCH_BYTES // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)

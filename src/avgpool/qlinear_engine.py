@@ -23,9 +23,9 @@ from .spec import Layout
 #: Below this many operations (input reads plus tap additions) a call runs on one thread
 #: (measured with helpers spinning: 1x56x56x128 2x2 s2 NHWC, ~1.2M operations, 60 -> 35 us).
 PARALLEL_WORK = 1 << 19
-#: Below this many operations each thread takes one piece (a piece costs a few microseconds).
+#: Below this many operations each thread takes one piece (threads.pieces_for).
 MANY_PIECES_WORK = 1 << 23
-_SCALARS_CACHE = 64
+_ARGS_CACHE = 64
 
 _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC = range(5)
 _KERNEL_NAMES = {_GENERAL_NCX: "pool_ncx", _GENERAL_NXC: "pool_nxc", _GLOBAL_NCX: "global_ncx",
@@ -72,7 +72,7 @@ class Prepared:
         found = self._args.get(params)
         if found is None:
             found = (*self.tables, *_make_scalars(self, params))
-            if len(self._args) >= _SCALARS_CACHE:
+            if len(self._args) >= _ARGS_CACHE:
                 self._args.clear()
             self._args[params] = found
         return found
@@ -92,7 +92,7 @@ def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.n
 
 
 def _pieces(work: int, items: int) -> int:
-    return threads.pieces_for(items, work >= PARALLEL_WORK, 1 if work < MANY_PIECES_WORK else threads.PIECES_PER_THREAD)
+    return threads.pieces_for(items, work, PARALLEL_WORK, MANY_PIECES_WORK)
 
 
 def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -45,11 +45,14 @@ def thread_count() -> int:
     return numba.get_num_threads()
 
 
-def pieces_for(items: int, parallel: bool, per_thread: int = PIECES_PER_THREAD) -> int:
-    """How many pieces to cut ``items`` into: 1 (serial) unless the work is worth threads."""
+def pieces_for(items: int, work: int, parallel_from: int, many_pieces_from: int) -> int:
+    """How many pieces to cut ``items`` into for a job of ``work`` (the caller's measure): 1
+    (serial) below ``parallel_from``, one per thread below ``many_pieces_from`` (a piece costs a
+    few microseconds of set-up), ``PIECES_PER_THREAD`` per thread above."""
     threads = thread_count()
-    if not parallel or threads < 2 or items < 2:
+    if work < parallel_from or threads < 2 or items < 2:
         return 1
+    per_thread = 1 if work < many_pieces_from else PIECES_PER_THREAD
     return max(1, min(items, threads * per_thread))
 
 
@@ -68,7 +71,7 @@ class _Crew:
         self.board = np.zeros(crew.BOARD_WORDS, np.int64)
         self.lock = threading.Lock()  # held by the one caller using the board
         self.pools: dict[int, tuple] = {}  # pool id -> (kernel address, x_like, out_like, args)
-        self.ids: dict[tuple, tuple] = {}  # (kernel, args, shapes...) -> (pool id, address, args)
+        self.ids: dict[tuple, int] = {}  # (kernel, id(args), shapes, dtypes) -> pool id
         self.next_id = itertools.count(1)
         self.cond = threading.Condition()
         self.sleeping = 0
@@ -88,9 +91,10 @@ class _Crew:
     def pool(self, kernel: Any, x: np.ndarray, out: np.ndarray, args: tuple) -> tuple[int, int]:
         """(pool id, kernel address) of a job: registered once per kernel, shapes and ``args``."""
         key = (kernel, id(args), x.shape, x.dtype, out.shape, out.dtype)
-        found = self.ids.get(key)
-        if found is not None and found[2] is args:
-            return found[0], found[1]
+        pool = self.ids.get(key)
+        entry = self.pools.get(pool) if pool is not None else None
+        if entry is not None and entry[3] is args:  # the same tuple, not a new one at a reused id
+            return pool, entry[0]
         if len(self.pools) >= _MAX_POOLS:
             self.pools.clear()
             self.ids.clear()
@@ -100,7 +104,7 @@ class _Crew:
         # in a helper thread while a short script's interpreter shuts down aborts inside LLVM
         self.compiled.serve(address, self.board, pool, x_like, out_like, 0, *args)
         self.pools[pool] = (address, x_like, out_like, args)
-        self.ids[key] = (pool, address, args)
+        self.ids[key] = pool
         return pool, address
 
     def ensure_helpers(self, count: int) -> None:
