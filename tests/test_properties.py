@@ -7,6 +7,7 @@ import contextlib
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
@@ -44,8 +45,9 @@ def block_sums_from(taps: int):
 
 def in_bands():
     """Pool every slab in bands of one output of the first axis (the path of slabs too big for
-    the memory budget, engine.GROUP_SCRATCH_BYTES; BAND_SCRATCH_BYTES 1 makes bands of one output)."""
-    return engine_settings(GROUP_SCRATCH_BYTES=1, BAND_SCRATCH_BYTES=1)
+    the memory budgets, engine.GROUP_SCRATCH_BYTES and OVERLAPPING_GROUP_SCRATCH_BYTES;
+    BAND_SCRATCH_BYTES 1 makes bands of one output)."""
+    return engine_settings(GROUP_SCRATCH_BYTES=1, OVERLAPPING_GROUP_SCRATCH_BYTES=1, BAND_SCRATCH_BYTES=1)
 
 
 @st.composite
@@ -168,6 +170,23 @@ def test_banded_path_is_taken():
         assert (group, band) == (1, 1)
     group, band = engine.prepare(spec, (2, 9, 9, 3), np.dtype(np.float32), Layout.NXC).kernel_args[:2]
     assert band == 9  # small slabs: whole slabs, no bands
+
+
+@pytest.mark.parametrize("kernel, stride, dilation, overlap", [
+    (2, 2, 1, False), (4, 4, 1, False), (3, 4, 1, False), (3, 2, 1, True), (3, 1, 1, True),
+    (2, 2, 2, True), (2, 3, 2, False), (1, 1, 1, False)])
+def test_overlapping_windows_get_the_cache_sized_groups(kernel, stride, dilation, overlap):
+    """Slabs of overlapping windows are grouped within the smaller budget, the others within the
+    bigger one (engine.OVERLAPPING_GROUP_SCRATCH_BYTES, engine.GROUP_SCRATCH_BYTES)."""
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.spec import Layout
+
+    shape = (1, 16, 32, 32)  # one piece: the group is every slab unless the budget is smaller
+    spec = onnx_dialect.make_spec(22, shape, [kernel, kernel], strides=[stride, stride],
+                                  dilations=[dilation, dilation])
+    with engine_settings(GROUP_SCRATCH_BYTES=1 << 40, OVERLAPPING_GROUP_SCRATCH_BYTES=1):
+        group = engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel_args[0]
+    assert group == (1 if overlap else 16)
 
 
 @given(st.integers(0, 40), st.integers(1, 9), st.sampled_from([np.float32, np.float64]))

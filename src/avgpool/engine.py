@@ -26,9 +26,15 @@ PARALLEL_MIN_ELEMENTS = 1 << 17
 # leave less to wait for when a thread runs late.
 MANY_PIECES_ELEMENTS = 1 << 22
 # Slabs are pooled in groups whose two float64 intermediate buffers take about this much memory.
-# Bigger than the caches, yet measured faster: long sequential sweeps over the input (1x128x56x56
-# serial 2x2 s2: 84 us at 256 KiB, 75 at 8 MiB; 32x128x56x56: 6.2 ms against 4.3).
+# Where windows do not overlap (each input read once), bigger than the caches is faster: long
+# sequential sweeps over the input (1x128x56x56 serial 2x2 s2: 84 us at 256 KiB, 75 at 8 MiB;
+# 32x128x56x56: 6.2 ms against 4.3; threaded 8x64x16000 k4 s4: 2.76 ms against 3.06 at 2 MiB).
 GROUP_SCRATCH_BYTES = 1 << 23
+# Overlapping windows read each value several times, and the sums of more than three taps sweep
+# the accumulator several times: there the intermediates must stay near the cache size
+# (threaded, interleaved, 8 MiB -> 2 MiB: 1x16x256x256 k5 790 -> 613 us, k11 1727 -> 1294,
+# 32x192x28x28 3x3 3.06 -> 2.35 ms, 1x32x64x64x64 k3 8.3 -> 6.2 ms).
+OVERLAPPING_GROUP_SCRATCH_BYTES = 1 << 21
 # A slab whose intermediates exceed that is pooled in bands of first-axis outputs whose two
 # buffers take about this much cache.
 BAND_SCRATCH_BYTES = 1 << 18
@@ -199,6 +205,11 @@ class PreparedPool:
         return out
 
 
+def _windows_overlap(spec: PoolSpec) -> bool:
+    """Whether some input value lies in more than one window along some axis."""
+    return any(s < (k - 1) * d + 1 for k, s, d in zip(spec.kernel, spec.strides, spec.dilations))
+
+
 @functools.lru_cache(maxsize=512)
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
@@ -209,7 +220,8 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
     t = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
     pieces = threads.pieces_for(slabs, math.prod(shape), PARALLEL_MIN_ELEMENTS, MANY_PIECES_ELEMENTS)
-    group = max(1, min(-(-slabs // pieces), GROUP_SCRATCH_BYTES // (16 * max(1, t.scratch_size))))
+    budget = OVERLAPPING_GROUP_SCRATCH_BYTES if _windows_overlap(spec) else GROUP_SCRATCH_BYTES
+    group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
         args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
