@@ -39,8 +39,9 @@ def engine_settings(**constants):
 
 def block_sums_from(taps: int):
     """Make the engine take the block-partial-sum path from ``taps`` taps on, whatever the
-    measured crossover (engine.BLOCK_SUMS_MIN_KERNEL) is, so that path is tested cheaply."""
-    return engine_settings(BLOCK_SUMS_MIN_KERNEL=taps)
+    measured crossovers (engine.BLOCK_SUMS_MIN_KERNEL, CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL) are, so
+    that path is tested cheaply."""
+    return engine_settings(BLOCK_SUMS_MIN_KERNEL=taps, CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL=taps)
 
 
 def in_bands():
@@ -152,7 +153,7 @@ def test_banded_slabs_match_reference(data):
         exact = _reference_of(x, attrs, layout)
     except ValueError:
         return
-    with in_bands(), engine_settings(BLOCK_SUMS_MIN_KERNEL=data.draw(st.sampled_from([2, 3, 99]))):
+    with in_bands(), block_sums_from(data.draw(st.sampled_from([2, 3, 99]))):
         got = avgpool.average_pool(x, layout=layout, **attrs)
     abs_average = _reference_of(x, attrs, layout, absolute=True)
     assert_close_to_exact(got, exact, abs_average, math.prod(attrs["kernel_shape"]), context=f"{attrs} {layout}")
@@ -244,9 +245,13 @@ def test_large_kernel_configurations_do_take_the_block_path():
     """The property test above is only worth its name if the engine really chooses block sums."""
     from avgpool.dialects import onnx as onnx_dialect
 
-    k = engine.BLOCK_SUMS_MIN_KERNEL
+    k = max(engine.BLOCK_SUMS_MIN_KERNEL, engine.CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL)
     spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [k, k], pads=[k // 2] * 4)
     assert (engine.kernel_tables(spec, (40, 40), 1).axes[:, 5] == k).all()
+    rows_only = engine.BLOCK_SUMS_MIN_KERNEL
+    if rows_only < engine.CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL:  # between the crossovers: rows only
+        spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [rows_only] * 2, pads=[rows_only // 2] * 4)
+        assert engine.kernel_tables(spec, (40, 40), 1).axes[:, 5].tolist() == [rows_only, 0]
     x = np.random.default_rng(1).standard_normal((1, 2, 40, 40))
     x[0, 0, 5, 5], x[0, 1, 30, 2] = np.inf, np.nan
     got = avgpool.average_pool(x, [k, k], pads=[k // 2] * 4)

@@ -42,10 +42,14 @@ BAND_SCRATCH_BYTES = 1 << 18
 # 16-bit floats), so that the widened block stays in cache.
 WIDEN_BLOCK_ELEMENTS = 1 << 16
 # A pass sums from block partial sums (cost flat in k) when direct summation would cost more.
-# measured (1x16x256x256, same padding, serial, interleaved in one process): direct sums (taps
-# three per pass) 5.2 / 5.6 / 5.9 ms at k 15 / 19 / 21, block sums 6.7 / 5.6 / 6.1 ms; block sums
-# cost more at small k (more blocks per row), 5.6 ms at k11 against 3.0 direct
-BLOCK_SUMS_MIN_KERNEL = 21
+# Along an axis of rows (more than one value per position) the block sums stream as vectors;
+# measured there (1x16x256x256, k x 1, same padding, threaded, interleaved in one process):
+# direct 614 / 748 / 761 / 1045 us at k 11 / 13 / 15 / 19, block 697 / 615 / 598 / 628 us;
+# 1x16x512x512 k13: 4.40 ms direct, 3.71 block.
+BLOCK_SUMS_MIN_KERNEL = 13
+# Along a contiguous axis the block sums need transposed tiles, which cost more (1 x k: direct
+# 884 / 1274 / 1798 / 2083 us at k 15 / 21 / 25 / 31, block 1723 / 1632 / 1786 / 1698 us).
+CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL = 25
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -122,7 +126,8 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
         band_row = max(band_row, math.prod(outs[1:axis + 1]) * inner)
         if axis > 0:
             band_extra = max(band_extra, g.length * inner)
-        use_blocks = g.kernel >= BLOCK_SUMS_MIN_KERNEL and int(p.count.sum()) > 3 * g.length
+        crossover = BLOCK_SUMS_MIN_KERNEL if inner > 1 else CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL
+        use_blocks = g.kernel >= crossover and int(p.count.sum()) > 3 * g.length
         block = g.kernel if use_blocks else 0
         rows.append((g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p)))
         splits.append(_block_splits(p, block))
