@@ -47,8 +47,9 @@ WIDEN_BLOCK_ELEMENTS = 1 << 16
 # direct 614 / 748 / 761 / 1045 us at k 11 / 13 / 15 / 19, block 697 / 615 / 598 / 628 us;
 # 1x16x512x512 k13: 4.40 ms direct, 3.71 block.
 BLOCK_SUMS_MIN_KERNEL = 13
-# Along a contiguous axis the block sums need transposed tiles, which cost more (1 x k: direct
-# 884 / 1274 / 1798 / 2083 us at k 15 / 21 / 25 / 31, block 1723 / 1632 / 1786 / 1698 us).
+# Along a contiguous axis the block sums need transposed tiles, which cost more (1 x k, serial:
+# direct 1507 / 2156 / 2546 / 3085 / 3312 us at k 13 / 17 / 21 / 25 / 31, block 1472 / 2213 /
+# 2532 / 2679 / 3035 us).
 CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL = 25
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))

@@ -500,9 +500,10 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
 
     ``axes[i]`` = (length, outputs, table offset, dilation, stride, block, interior lo, interior
     hi). ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
-    of ``size``; ``tiles`` is the scratch of :func:`_transposed_pass`. Pass ``axis`` reads the input (first pass) or the buffer the previous pass
-    wrote, and writes the output (last pass) or the other buffer; the four cases are spelled out
-    because numba types each variable once (input, buffers and output may have three dtypes).
+    of ``size``; ``tiles`` is the scratch of :func:`_transposed_pass`. Pass ``axis`` reads the
+    input (first pass) or the buffer the previous pass wrote, and writes the output (last pass)
+    or the other buffer; the four cases are spelled out because numba types each variable once
+    (input, buffers and output may have three dtypes).
     """
     ndim = axes.shape[0]
     ping, pong = 0, group * size
