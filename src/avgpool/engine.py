@@ -67,7 +67,8 @@ class KernelTables:
     ``band_row_size`` and ``band_extra_size`` size the scratch when a slab is pooled in bands of
     outputs of the first axis (see :func:`band_and_scratch`).
     ``global_scale`` > 0 marks global pooling (one window per axis covering the whole input),
-    which the kernel does as one plain sum per slab.
+    which the kernel does as one plain sum per slab. ``windows_overlap``: some input value lies
+    in more than one window along some axis (its slabs are grouped within the smaller budget).
     """
 
     axes: np.ndarray
@@ -79,6 +80,7 @@ class KernelTables:
     global_scale: float
     band_row_size: int  # intermediates per output of the first axis, pooling a slab in bands
     band_extra_size: int  # the prefix/suffix sums of one row of a later axis
+    windows_overlap: bool
 
 
 def _interior(plan: AxisPlan) -> tuple[int, int]:
@@ -144,6 +146,7 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
         global_scale=1.0 / math.prod(float(p.divisor[0]) for p in plans) if is_global else 0.0,
         band_row_size=band_row,
         band_extra_size=band_extra,
+        windows_overlap=any(p.geometry.stride < p.geometry.extent for p in plans),
     )
 
 
@@ -211,11 +214,6 @@ class PreparedPool:
         return out
 
 
-def _windows_overlap(spec: PoolSpec) -> bool:
-    """Whether some input value lies in more than one window along some axis."""
-    return any(s < (k - 1) * d + 1 for k, s, d in zip(spec.kernel, spec.strides, spec.dilations))
-
-
 @functools.lru_cache(maxsize=512)
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
@@ -226,7 +224,7 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
     t = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
     pieces = threads.pieces_for(slabs, math.prod(shape), PARALLEL_MIN_ELEMENTS, MANY_PIECES_ELEMENTS)
-    budget = OVERLAPPING_GROUP_SCRATCH_BYTES if _windows_overlap(spec) else GROUP_SCRATCH_BYTES
+    budget = OVERLAPPING_GROUP_SCRATCH_BYTES if t.windows_overlap else GROUP_SCRATCH_BYTES
     group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
