@@ -305,3 +305,109 @@ def test_streaming_block_sums_match_reference(data):
     with block_sums_from(5):
         got = avgpool.average_pool(x, layout="NXC", **attrs)
     assert_close_to_exact(got, exact, _reference_of(x, attrs, "NXC", absolute=True), k[0] * k[1], context=str(attrs))
+
+
+def exact_running_from(taps: int):
+    """Make the engine sum float32 windows exactly in int64 running sums from ``taps`` taps on
+    (engine.EXACT_RUNNING_MIN_KERNEL), so that path is tested on small kernels."""
+    return engine_settings(EXACT_RUNNING_MIN_KERNEL=taps)
+
+
+@st.composite
+def running_configurations(draw):
+    """Everything the int64 running sums take: dilation 1, any pads, strides, rounding, divisor;
+    NCX with a stride along its last axis goes to the float64 kernels, which is checked too."""
+    ndim = draw(st.integers(1, 3))
+    spatial = tuple(draw(st.integers(1, 5 if ndim == 3 else 24)) for _ in range(ndim))
+    kernel = [draw(st.integers(1, 4 if ndim == 3 else 9)) for _ in range(ndim)]
+    attrs = dict(kernel_shape=kernel, strides=[draw(st.integers(1, 3)) for _ in range(ndim)], dilations=None,
+                 opset=22, auto_pad=draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
+                 ceil_mode=draw(st.booleans()), count_include_pad=draw(st.booleans()), pads=None)
+    if attrs["auto_pad"] == "NOTSET":
+        attrs["pads"] = [draw(st.integers(0, k + 1)) for k in kernel] + [draw(st.integers(0, k + 1)) for k in kernel]
+    layout = draw(st.sampled_from(["NCX", "NXC"]))
+    return attrs, (draw(st.integers(1, 2)), draw(st.integers(1, 3))) + spatial, layout
+
+
+@given(data=st.data())
+def test_exact_running_sums_match_reference(data):
+    """float32 through the int64 running sums: the values of a slab decide whether it is summed
+    exactly (ordinary numbers) or by the float64 kernels (NaN, Inf, a range over ~2**30)."""
+    attrs, ncx_shape, layout = data.draw(running_configurations())
+    shape = ncx_shape if layout == "NCX" else (ncx_shape[0],) + ncx_shape[2:] + (ncx_shape[1],)
+    if data.draw(st.booleans()):
+        x = data.draw(edge_arrays(shape, np.float32))
+    else:  # ordinary values over a wide but summable range, and zeros
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-12, 12, shape) * (rng.random(shape) > 0.1))
+        x = x.astype(np.float32)
+    note(f"attrs={attrs} layout={layout} shape={shape}\nx={x!r}")
+    try:
+        exact = _reference_of(x, attrs, layout)
+    except ValueError:
+        return
+    with exact_running_from(1):
+        got = avgpool.average_pool(x, layout=layout, **attrs)
+    abs_average = _reference_of(x, attrs, layout, absolute=True)
+    assert_close_to_exact(got, exact, abs_average, math.prod(attrs["kernel_shape"]), context=f"{attrs} {layout}")
+
+
+def test_exact_running_sums_are_exact_where_float64_sums_round():
+    """Windows of 2**20, -2**20 and values down to 2**-35: a float64 sum of them rounds (it needs
+    56 bits), the int64 running sum does not, so every output is the exact average rounded once
+    (the float64 kernels miss some by more than two float32 ulps)."""
+    from helpers import ulp
+
+    rng = np.random.default_rng(7)
+    small = (rng.integers(1 << 22, 1 << 23, (2, 3, 40, 40)) * 2.0**-34).astype(np.float32)
+    big = np.where(rng.random((2, 3, 40, 40)) < 0.5, 2.0**20, -(2.0**20)).astype(np.float32)
+    x = np.where(rng.random((2, 3, 40, 40)) < 0.3, big, small)
+    pads = [(3, 3), (3, 3)]
+    exact = reference_pool(x, [7, 7], [1, 1], [1, 1], pads)
+    one_ulp = ulp(exact, np.dtype(np.float32))
+    with exact_running_from(7):
+        got = avgpool.average_pool(x, [7, 7], pads=[3, 3, 3, 3])
+    assert (np.abs(got - exact) <= one_ulp).all()
+    with exact_running_from(1 << 30):  # the data is hard: float64 sums do miss
+        rounded = avgpool.average_pool(x, [7, 7], pads=[3, 3, 3, 3])
+    assert (np.abs(rounded - exact) > 2 * one_ulp).any()
+
+
+def test_exact_running_path_is_taken_and_decided_per_slab():
+    """The benchmark's large kernels take the int64 kernel, and a NaN in one slab sends only that
+    slab to the float64 kernels: the other slab's result is the one it has when pooled alone."""
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.kernels import running
+    from avgpool.spec import Layout
+
+    k = max(engine.EXACT_RUNNING_MIN_KERNEL, 5)
+    spec = onnx_dialect.make_spec(22, (1, 16, 64, 64), [k, k], pads=[k // 2] * 4)
+    assert engine.prepare(spec, (1, 16, 64, 64), np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
+    x = np.random.default_rng(3).standard_normal((1, 2, 64, 64)).astype(np.float32)
+    alone = avgpool.average_pool(x[:, 1:], [k, k], pads=[k // 2] * 4)
+    x[0, 0, 10, 10] = np.nan
+    got = avgpool.average_pool(x, [k, k], pads=[k // 2] * 4)
+    assert np.array_equal(got[:, 1:], alone)
+    assert np.isnan(got[0, 0, 10 - k // 2:11 + k // 2, 10 - k // 2:11 + k // 2]).all()
+    assert np.isnan(got[0, 0]).sum() == k * k
+
+
+@pytest.mark.parametrize("values, headroom, fits", [
+    ([1.0, 2.0**-20], 46, True),      # 2**0 < 2**1, multiples of 2**-43: 44 bits
+    ([1.0, 2.0**-20], 43, False),
+    ([0.0, -0.0, 3.0], 24, True),      # zeros take no bits: 3 is 3 * 2**22 units of 2**-22 (< 2**24)
+    ([0.0, -0.0, 3.0], 23, False),
+    ([np.inf, 1.0], 60, False),
+    ([np.nan], 60, False),
+    ([0.0, 0.0], 0, True),
+    ([1e-45, 1e-40], 40, True),        # subnormals: multiples of 2**-149
+])
+def test_fixed_point_exponent(values, headroom, fits):
+    from avgpool.kernels.running import NOT_EXACT, fixed_point_exponent
+
+    bits = np.asarray(values, np.float32).view(np.uint32)
+    q = fixed_point_exponent(bits, 0, bits.size, headroom)
+    assert (q != NOT_EXACT) == fits
+    if fits:
+        ints = bits.view(np.float32).astype(np.float64) * 2.0**-q
+        assert (ints == np.round(ints)).all() and (np.abs(ints) < 2.0**headroom).all()

@@ -52,6 +52,11 @@ BLOCK_SUMS_MIN_KERNEL = 13
 # 2532 / 2679 / 3035 us).
 CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL = 25
 
+# From this many taps along some axis, float32 windows are summed exactly in int64 running sums
+# (kernels/running.py), which cost the same for every kernel size, wherever a group's values
+# allow it.
+EXACT_RUNNING_MIN_KERNEL = 5
+
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -214,6 +219,58 @@ class PreparedPool:
         return out
 
 
+@dataclass(frozen=True, eq=False)
+class RunningPlan:
+    """The exact int64 running-sum passes of :mod:`.kernels.running` for one (spec, shape).
+
+    ``passes[j]`` = (axis, runs per slab, values per row, pad_begin, kernel, padded line length;
+    the line length is 0 but for the pass along a contiguous axis) in the order run: in NCX the contiguous
+    last axis first (its lines are integer chains), so that the last pass, which scales the sums
+    and writes the output, moves rows of values as vectors. ``row_factors`` are the divisor
+    scales of the axes before the last pass's axis (one per run of a slab), ``inner_factors``
+    those of the axes after it (one per value of a row). ``headroom``: how many bits a value may
+    take as an integer so that no sum of the pool overflows an int64. ``int_size``: the largest
+    intermediate of one slab."""
+
+    passes: np.ndarray
+    row_factors: np.ndarray
+    inner_factors: np.ndarray
+    headroom: int
+    int_size: int
+
+
+def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout) -> RunningPlan | None:
+    """The exact running-sum plan, or None where it does not pay or does not apply: kernels
+    under EXACT_RUNNING_MIN_KERNEL, dilations, global pooling, one NCX axis (its only pass
+    would be contiguous and last), and NCX strides along the contiguous axis."""
+    plans = make_plan(spec, spatial_shape)
+    geometry = [p.geometry for p in plans]
+    ndim = len(geometry)
+    ncx = layout is Layout.NCX
+    if (max(g.kernel for g in geometry) < EXACT_RUNNING_MIN_KERNEL or any(g.dilation != 1 for g in geometry)
+            or all(g.out == 1 for g in geometry) or (ncx and (ndim < 2 or geometry[-1].stride != 1))):
+        return None
+    current = [g.length for g in geometry]
+    order = [ndim - 1, *range(ndim - 1)] if ncx else list(range(ndim))
+    rows, sizes = [], [math.prod(current) * channels]
+    for axis in order:
+        g = geometry[axis]
+        runs = math.prod(current[:axis])
+        inner = math.prod(current[axis + 1:]) * channels
+        contiguous = ncx and axis == ndim - 1
+        line = max(g.pad_begin + g.length, g.out - 1 + g.kernel) if contiguous else 0  # pad_begin zeros on
+        rows.append((axis, runs, inner, g.pad_begin, g.kernel, line))
+        current[axis] = geometry[axis].out
+        sizes.append(math.prod(current) * channels)
+    final = order[-1]
+    scales = [_reciprocal(p.divisor) for p in plans]
+    row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
+    inner_factors = scales[-1] if ncx else np.ones(channels)
+    taps_bits = math.ceil(math.log2(math.prod(g.kernel for g in geometry)))
+    return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 6), np.ascontiguousarray(row_factors),
+                       np.ascontiguousarray(inner_factors, dtype=np.float64), 62 - taps_bits, max(sizes))
+
+
 @functools.lru_cache(maxsize=512)
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
@@ -229,7 +286,13 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
         args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
-        return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
+        running = running_plan(spec, spatial_shape_of(shape, layout), channels, layout) if dtype == np.float32 else None
+        if running is None:
+            return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
+        from .kernels import running as exact
+
+        args += (running.passes, running.headroom, running.row_factors, running.inner_factors, running.int_size)
+        return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, args, pieces, False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
     # is pooled on its own, so groups never span more than a block
