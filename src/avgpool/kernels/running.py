@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from .separable import _COMPUTE, _JIT, _U, pool_slabs
+from .vector_scan import LANES, window_block
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
 NOT_EXACT = 1 << 20
@@ -78,31 +79,91 @@ def _line_to_fixed_point(x, p, length, pad_begin, unit, line):
 
 
 @njit(**_COMPUTE)
-def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, unit, line_a, line_b):
+def _line_window_sums(line, n_out, k, sums):
+    """``sums[o] = line[o] + ... + line[o + k - 1]`` for ``o < n_out``, eight at a time after the
+    first (:func:`.vector_scan.window_block`): ``line`` must hold ``n_out + k + 7`` values and
+    ``sums`` ``n_out + 7``."""
+    total = np.int64(0)
+    for j in range(_U(k)):
+        total += line[j]
+    sums[0] = total
+    for block in range(0, n_out - 1, LANES):
+        total += window_block(line, block, k, sums, block + 1, total)
+
+
+@njit(**_COMPUTE)
+def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, unit, line, sums):
     """Window sums of ``k`` taps at stride 1 along a contiguous axis: ``rows`` lines of
     ``length`` float values from ``s0`` as integers, ``n_out`` sums each to ``dst`` from ``d0``.
     Each line is first copied, as integers, between zeros (``pad_begin`` before it), so that
-    every window, clipped or not, is the chain ``s += v[o + k - 1] - v[o - 1]``; two lines go
-    through the loop together, their chains side by side."""
-    tap = _U(k)
+    every window, clipped or not, is ``k`` consecutive values of the copy."""
     m = _U(n_out)
-    for r in range(0, rows, 2):
-        pair = r + 1 < rows
-        _line_to_fixed_point(x, _U(s0 + r * length), length, pad_begin, unit, line_a)
-        _line_to_fixed_point(x, _U(s0 + (r + 1 if pair else r) * length), length, pad_begin, unit, line_b)
-        total_a, total_b = np.int64(0), np.int64(0)
-        for j in range(tap):
-            total_a += line_a[j]
-            total_b += line_b[j]
-        wa = _U(d0 + r * n_out)
-        wb = _U(d0 + (r + 1 if pair else r) * n_out)
-        dst[wa] = total_a
-        dst[wb] = total_b
-        for i in range(_U(1), m):
-            total_a += line_a[i + tap - _U(1)] - line_a[i - _U(1)]
-            total_b += line_b[i + tap - _U(1)] - line_b[i - _U(1)]
-            dst[wa + i] = total_a
-            dst[wb + i] = total_b
+    for r in range(rows):
+        _line_to_fixed_point(x, _U(s0 + r * length), length, pad_begin, unit, line)
+        _line_window_sums(line, n_out, k, sums)
+        w = _U(d0 + r * n_out)
+        for i in range(m):
+            dst[w + i] = sums[i]
+
+
+@njit(**_COMPUTE)
+def _fixed(value, to_int):
+    return np.int64(np.float64(value) * to_int)
+
+
+@njit(**_COMPUTE)
+def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
+    """Move ``line[lead:lead + width]``, the column sums of rows ``a..b`` of the float rows of
+    ``width`` values from ``p`` (as integers, times ``to_int``), to rows ``f..e``: one loop for
+    the common step (one row out, one in), else subtract and add row by row, or start afresh
+    where the windows do not overlap. Returns the new (a, b)."""
+    n = _U(width)
+    if f == a + 1 and e == b + 1:
+        old, new = p + _U(a) * n, p + _U(b) * n
+        for i in range(n):
+            line[lead + i] += _fixed(x[new + i], to_int) - _fixed(x[old + i], to_int)
+        return f, e
+    if f >= b or f < a or e < b:
+        for i in range(n):
+            line[lead + i] = 0
+        a, b = f, f
+    while a < f:
+        row = p + _U(a) * n
+        for i in range(n):
+            line[lead + i] -= _fixed(x[row + i], to_int)
+        a += 1
+    while b < e:
+        row = p + _U(b) * n
+        for i in range(n):
+            line[lead + i] += _fixed(x[row + i], to_int)
+        b += 1
+    return a, b
+
+
+@njit(**_COMPUTE)
+def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, unit, line, sums):
+    """A 2-D NCX slab in one sweep, every intermediate in cache: for each output row, the column
+    sums of its window's rows (a running vector sum over the input rows, kept between zeros in
+    ``line``), then their window sums along the row (:func:`_line_window_sums`), scaled into
+    ``out``. The last axis has stride 1; ``pad_begin`` and ``kernel`` are its own."""
+    n0, t0 = axes[0, 1], axes[0, 2]
+    width, n1, t1 = axes[1, 0], axes[1, 1], _U(axes[1, 2])
+    lead, to_int, m = _U(pad_begin), 1.0 / unit, _U(n1)
+    for i in range(_U(line.shape[0])):
+        line[i] = 0
+    a, b = 0, 0
+    for o in range(n0):
+        c = counts[t0 + o]
+        w = _U(p_out + o * n1)
+        scale = unit * scales[t0 + o]
+        if c == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
+            for i in range(m):
+                out[w + i] = 0.0 * scale * scales[t1 + i]
+            continue
+        a, b = _vertical_step(x, _U(p_in), width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line, lead)
+        _line_window_sums(line, n1, kernel, sums)
+        for i in range(m):
+            out[w + i] = np.float64(sums[i]) * scale * scales[t1 + i]
 
 
 @njit(**_COMPUTE)
@@ -170,13 +231,18 @@ def _running_rows(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, cou
 
 @njit(**_COMPUTE)
 def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                 row_factors, inner_factors, ints, size, acc, line_a, line_b):
+                 row_factors, inner_factors, ints, size, acc, line, sums):
     """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails."""
     q = fixed_point_exponent(bits, b * slab_in, (b + slabs) * slab_in, headroom)
     if q == NOT_EXACT:
         return False
-    half = slabs * size
     unit = math.ldexp(1.0, q)
+    if passes.shape[0] == 2 and passes[0, 5] > 0:  # 2-D NCX: each slab in one sweep
+        for s in range(b, b + slabs):
+            _exact_plane(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, passes[0, 3], passes[0, 4],
+                         unit, line, sums)
+        return True
+    half = slabs * size
     last = passes.shape[0] - 1
     for j in range(passes.shape[0]):
         axis, outer, inner, pad_begin, kernel = passes[j, 0], slabs * passes[j, 1], passes[j, 2], passes[j, 3], passes[j, 4]
@@ -184,8 +250,7 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
         s0 = (j % 2) * half
         d0 = ((j + 1) % 2) * half
         if passes[j, 5] > 0:  # the contiguous axis of NCX: always the first pass, read from x
-            _running_lines(x, b * slab_in, ints, d0, outer, length, n_out, pad_begin, kernel, 1.0 / unit, line_a,
-                           line_b)
+            _running_lines(x, b * slab_in, ints, d0, outer, length, n_out, pad_begin, kernel, 1.0 / unit, line, sums)
         else:
             if j == 0:
                 _to_fixed_point(x, b * slab_in, (b + slabs) * slab_in, 1.0 / unit, ints)
@@ -204,25 +269,27 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     is the largest intermediate of one slab."""
     bits = x.view(np.uint32)
     slab_in, slab_out = channels, channels
-    widest, line = 1, 1
+    widest, line, most = 1, 1, 1
     for axis in range(axes.shape[0]):
         slab_in *= axes[axis, 0]
         slab_out *= axes[axis, 1]
+        most = max(most, axes[axis, 1])
     for j in range(passes.shape[0]):
         widest = max(widest, passes[j, 2])
         line = max(line, passes[j, 5])
     ints = np.empty(2 * group * int_size, np.int64)
     acc = np.empty(widest, np.int64)
-    line_a, line_b = np.empty(line, np.int64), np.empty(line, np.int64)
+    # room for the eight-value blocks of _line_window_sums past the last output
+    line, sums = np.empty(line + LANES, np.int64), np.empty(most + LANES, np.int64)
     for b in range(start, stop, group):
         slabs = min(group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                        row_factors, inner_factors, ints, int_size, acc, line_a, line_b):
+                        row_factors, inner_factors, ints, int_size, acc, line, sums):
             continue
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
             if not _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                                row_factors, inner_factors, ints, int_size, acc, line_a, line_b):
+                                row_factors, inner_factors, ints, int_size, acc, line, sums):
                 pool_slabs(x, out, s, s + 1, 1, band, axes, firsts, counts, splits, scales, channels, scratch_size,
                            global_scale)
