@@ -224,9 +224,10 @@ class RunningPlan:
     """The exact int64 running-sum passes of :mod:`.kernels.running` for one (spec, shape).
 
     ``passes[j]`` = (axis, runs per slab, values per row, pad_begin, kernel, padded line length;
-    the line length is 0 but for the pass along a contiguous axis) in the order run: in NCX the contiguous
-    last axis first (its lines are integer chains), so that the last pass, which scales the sums
-    and writes the output, moves rows of values as vectors. ``row_factors`` are the divisor
+    the line length is 0 but for the pass along a contiguous axis) in the order run: in NCX the
+    contiguous last axis first (its lines are window sums eight at a time), so that the last
+    pass, which scales the sums and writes the output, moves rows of values as vectors (a 1-D NCX
+    slab has only that pass; a 2-D one is done in one sweep). ``row_factors`` are the divisor
     scales of the axes before the last pass's axis (one per run of a slab), ``inner_factors``
     those of the axes after it (one per value of a row). ``headroom``: how many bits a value may
     take as an integer so that no sum of the pool overflows an int64. ``int_size``: the largest
@@ -241,14 +242,14 @@ class RunningPlan:
 
 def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout) -> RunningPlan | None:
     """The exact running-sum plan, or None where it does not pay or does not apply: kernels
-    under EXACT_RUNNING_MIN_KERNEL, dilations, global pooling, one NCX axis (its only pass
-    would be contiguous and last), and NCX strides along the contiguous axis."""
+    under EXACT_RUNNING_MIN_KERNEL, dilations, global pooling, and NCX strides along the
+    contiguous axis."""
     plans = make_plan(spec, spatial_shape)
     geometry = [p.geometry for p in plans]
     ndim = len(geometry)
     ncx = layout is Layout.NCX
     if (max(g.kernel for g in geometry) < EXACT_RUNNING_MIN_KERNEL or any(g.dilation != 1 for g in geometry)
-            or all(g.out == 1 for g in geometry) or (ncx and (ndim < 2 or geometry[-1].stride != 1))):
+            or all(g.out == 1 for g in geometry) or (ncx and geometry[-1].stride != 1)):
         return None
     current = [g.length for g in geometry]
     order = [ndim - 1, *range(ndim - 1)] if ncx else list(range(ndim))

@@ -3,20 +3,23 @@
 A running sum (add the tap entering the window, subtract the one leaving it) costs two operations
 per output whatever the kernel size. In floating point it is wrong: a NaN or Inf, once added,
 never leaves, and a huge value leaves its rounding error in every later window. So the values of
-each group of slabs are first checked (:func:`fixed_point_exponent`): when all are finite and
+each group of slabs (or of each slab) are first checked (:func:`fixed_point_exponent`): when all are finite and
 their dynamic range is small enough, there is one ``q`` such that every value is an integer
 multiple of ``2**q`` and every partial sum of the pool, counted in units of ``2**q``, fits in an
 int64. The values are turned into those integers and summed in int64, where addition does not
-round: every window sum is exact, whatever the order of summation, and is rounded only once,
-when it is scaled by ``2**q`` and the divisor. A slab that fails the check (NaN, Inf, or a range
+round: every window sum is exact, whatever the order of summation; only scaling it by ``2**q``
+and the divisor's reciprocals (float64, 2**-53 each) and the final rounding to the output dtype
+round. A slab that fails the check (NaN, Inf, or a range
 wider than about ``2**(38 - log2(taps))`` between its largest and smallest nonzero magnitude) is
 pooled by the float64 kernels of :mod:`.separable` instead.
 
-Passes: along a contiguous axis (the last one of an NCX slab) each line is one chain of integer
-additions, ``s += v[i + k] - v[i]`` (one cycle per output: integer additions have no latency to
-hide); along any other axis rows of ``inner`` values move as vectors. All passes but the last
-write integer window sums; the last one scales them and writes the output. In NCX the
-contiguous axis goes first, so that the last pass, which converts and scales, runs as vectors.
+Passes: along a contiguous axis (the last one of an NCX slab) each line is copied as integers
+between zeros, and its window sums come eight at a time from an in-register prefix sum
+(:mod:`.vector_scan`); along any other axis rows of ``inner`` values move as a running vector
+sum. All passes but the last write integer window sums; the last one scales them and writes the
+output. In NCX the contiguous axis goes first, so that the last pass, which converts and scales,
+runs as vectors; a 2-D NCX slab (an image plane) is done in one sweep instead
+(:func:`_exact_plane`), every intermediate in cache.
 """
 
 from __future__ import annotations
@@ -94,18 +97,25 @@ def _line_window_sums(line, n_out, k, sums):
 
 
 @njit(**_COMPUTE)
-def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, unit, line, sums):
+def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, to_int, line, sums, final, out, unit, scales,
+                   t0):
     """Window sums of ``k`` taps at stride 1 along a contiguous axis: ``rows`` lines of
-    ``length`` float values from ``s0`` as integers, ``n_out`` sums each to ``dst`` from ``d0``.
+    ``length`` float values from ``s0`` as integers (times ``to_int``), ``n_out`` sums each.
     Each line is first copied, as integers, between zeros (``pad_begin`` before it), so that
-    every window, clipped or not, is ``k`` consecutive values of the copy."""
-    m = _U(n_out)
+    every window, clipped or not, is ``k`` consecutive values of the copy. Not ``final``: the
+    sums go to ``dst`` from ``d0``; ``final`` (the only axis of a 1-D NCX slab): to ``out`` from
+    ``d0``, times ``unit`` and the axis's scales from ``scales[t0]``."""
+    m, t = _U(n_out), _U(t0)
     for r in range(rows):
-        _line_to_fixed_point(x, _U(s0 + r * length), length, pad_begin, unit, line)
+        _line_to_fixed_point(x, _U(s0 + r * length), length, pad_begin, to_int, line)
         _line_window_sums(line, n_out, k, sums)
         w = _U(d0 + r * n_out)
-        for i in range(m):
-            dst[w + i] = sums[i]
+        if final:
+            for i in range(m):
+                out[w + i] = np.float64(sums[i]) * unit * scales[t + i]
+        else:
+            for i in range(m):
+                dst[w + i] = sums[i]
 
 
 @njit(**_COMPUTE)
@@ -252,7 +262,8 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
         s0 = (j % 2) * half
         d0 = ((j + 1) % 2) * half
         if passes[j, 5] > 0:  # the contiguous axis of NCX: always the first pass, read from x
-            _running_lines(x, b * slab_in, ints, d0, outer, length, n_out, pad_begin, kernel, 1.0 / unit, line, sums)
+            _running_lines(x, b * slab_in, ints, d0 if j < last else b * slab_out, outer, length, n_out, pad_begin,
+                           kernel, 1.0 / unit, line, sums, j == last, out, unit, scales, t0)
         else:
             if j == 0:
                 _to_fixed_point(x, b * slab_in, (b + slabs) * slab_in, 1.0 / unit, ints)
