@@ -272,6 +272,18 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
                        np.ascontiguousarray(inner_factors, dtype=np.float64), 62 - taps_bits, max(sizes))
 
 
+def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -> int | None:
+    """The address of ``kernel`` compiled for flat ``dtype`` arrays and ``args`` (the float64
+    fallback of the exact kernel), or None (then the exact kernel is not used) if this numba
+    lacks the internals that :func:`.kernels.crew.native_address` relies on."""
+    from .kernels import crew
+
+    try:
+        return crew.native_address(kernel, np.empty(0, dtype), np.empty(0, dtype), args)
+    except (AttributeError, KeyError, RuntimeError, TypeError):
+        return None
+
+
 @functools.lru_cache(maxsize=512)
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
@@ -288,11 +300,13 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
         band, scratch_size = band_and_scratch(t, group)
         args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
         running = running_plan(spec, spatial_shape_of(shape, layout), channels, layout) if dtype == np.float32 else None
-        if running is None:
+        fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
+        if fallback is None:
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
-        args += (running.passes, running.headroom, running.row_factors, running.inner_factors, running.int_size)
+        args += (running.passes, running.headroom, running.row_factors, running.inner_factors, running.int_size,
+                 fallback)
         return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, args, pieces, False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block

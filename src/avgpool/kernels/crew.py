@@ -126,7 +126,7 @@ def _pointer_like(typingctx, address, like):
 
 
 @intrinsic
-def _call_native(typingctx, address, x, out, lo, hi, args):
+def call_native(typingctx, address, x, out, lo, hi, args):
     """Call the compiled kernel at ``address`` as ``kernel(x, out, lo, hi, *args)``: True unless
     it raised. The kernel is reached through its address, not linked in: linking a kernel into
     this loop would have LLVM optimise the whole kernel again, for half a minute, per kernel."""
@@ -148,7 +148,7 @@ def _run_piece(kernel, board, claim, x_like, out_like, args):
     piece, pieces, items = claim & _PIECE_MASK, _load(board, PIECES), _load(board, ITEMS)
     x = carray(_pointer_like(_load(board, X), x_like), x_like.shape)
     out = carray(_pointer_like(_load(board, OUT), out_like), out_like.shape)
-    if not _call_native(kernel, x, out, items * piece // pieces, items * (piece + 1) // pieces, args):
+    if not call_native(kernel, x, out, items * piece // pieces, items * (piece + 1) // pieces, args):
         _store(board, FAILED, 1)
     _add(board, DONE, 1)
 

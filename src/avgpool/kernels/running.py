@@ -29,7 +29,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .separable import _COMPUTE, _JIT, _U, pool_slabs
+from .crew import call_native
+from .separable import _COMPUTE, _JIT, _U
 from .vector_scan import LANES, window_block
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
@@ -274,10 +275,11 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
 
 @njit(**_JIT)
 def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                     global_scale, passes, headroom, row_factors, inner_factors, int_size):
+                     global_scale, passes, headroom, row_factors, inner_factors, int_size, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``group`` slabs exactly in
     int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
-    (whose arguments come first). ``passes[j]`` = (axis, runs per slab, inner, and for the
+    (whose arguments come first), called at its native address ``fallback``: linked in, it
+    would have LLVM optimise the whole float64 kernel again (23 s of the first call, measured). ``passes[j]`` = (axis, runs per slab, inner, and for the
     contiguous pass its pad_begin, kernel and padded line length) in the order run; ``int_size``
     is the largest intermediate of one slab."""
     bits = x.view(np.uint32)
@@ -302,7 +304,9 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
-            if not _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                                row_factors, inner_factors, ints, int_size, acc, line, sums):
-                pool_slabs(x, out, s, s + 1, 1, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                           global_scale)
+            if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
+                            row_factors, inner_factors, ints, int_size, acc, line, sums):
+                continue
+            if not call_native(fallback, x, out, s, s + 1, (group, band, axes, firsts, counts, splits, scales,
+                                                            channels, scratch_size, global_scale)):
+                raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
