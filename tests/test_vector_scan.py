@@ -1,0 +1,43 @@
+"""The eight-lane window sums (kernels/vector_scan.py, used by kernels/running.py): LLVM IR that
+numba's bounds checking cannot see into, so these tests also watch the memory just past the
+buffers the callers size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from avgpool.kernels.running import _line_window_sums
+from avgpool.kernels.vector_scan import LANES
+
+CANARY = -0x5A5A5A5A5A5A5A5A
+
+
+@given(n_out=st.integers(1, 70), k=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
+def test_line_window_sums_match_numpy_and_stay_in_their_buffers(n_out, k, seed):
+    rng = np.random.default_rng(seed)
+    line_size, sums_size = n_out + k + LANES - 1, n_out + LANES - 1  # the documented minimum
+    backing = np.full(line_size + 16, CANARY, np.int64)
+    line = backing[:line_size]
+    line[:] = rng.integers(-(1 << 40), 1 << 40, line_size)
+    sums_backing = np.full(sums_size + 16, CANARY, np.int64)
+    sums = sums_backing[:sums_size]
+    _line_window_sums(line, n_out, k, sums)
+    expected = np.convolve(line[:n_out + k - 1], np.ones(k, np.int64), mode="valid")
+    assert np.array_equal(sums[:n_out], expected)
+    assert (backing[line_size:] == CANARY).all() and (sums_backing[sums_size:] == CANARY).all()
+
+
+@pytest.mark.parametrize("k", [1, 8, 31])
+def test_line_window_sums_are_exact_where_float64_sums_are_not(k):
+    """Integers near 2**62 (in int64 the running sums wrap nowhere: the windows fit)."""
+    n_out = 40
+    line = np.zeros(n_out + k + LANES - 1, np.int64)
+    line[: n_out + k - 1] = (1 << 56) + np.arange(n_out + k - 1)
+    sums = np.zeros(n_out + LANES - 1, np.int64)
+    _line_window_sums(line, n_out, k, sums)
+    starts = np.arange(n_out)
+    expected = [k * (1 << 56) + sum(range(s, s + k)) for s in starts]
+    assert sums[:n_out].tolist() == expected
