@@ -4,6 +4,7 @@ threaded path equal to its serial one."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -48,6 +49,30 @@ def test_every_item_once_over_many_jobs():
             threads.run_pieces(_count_items, x, out, x.size, pieces, (weight,))
         assert np.array_equal(out, 50 * x), pieces
     assert (int(crew.board[crew_board.CLAIM]) >> 20) - posted == 200, "jobs did not go through the job board"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and two CPUs")
+def test_helper_leaves_the_callers_cpu():
+    """A caller running on its helper's CPU (a thread woken from sleep may land there) would only
+    take turns with it: the helper moves to another CPU, and the items are still all counted."""
+    x = np.arange(1, 200_001, dtype=np.float64)
+    weight = np.ones(1)
+    out = np.zeros_like(x)
+    threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))  # the helpers are up
+    helper = threads._crew().helpers[0].native_id
+    (pinned,) = os.sched_getaffinity(helper)
+    caller, allowed = threading.get_native_id(), os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(caller, {pinned})
+        for jobs in range(1, 2001):
+            threads.run_pieces(_count_items, x, out, x.size, 8, (weight,))
+            if os.sched_getaffinity(helper) != {pinned}:
+                break
+    finally:
+        os.sched_setaffinity(caller, allowed)
+    assert pinned not in os.sched_getaffinity(helper)
+    assert np.array_equal(out, (jobs + 1) * x)
 
 
 def test_jobs_of_different_pools_alternate():

@@ -12,7 +12,10 @@ job reaches them within a microsecond; then they sleep until a caller wakes them
 took 150-250 us on the 2-CPU virtual machine measured, so the first call after a pause runs
 mostly on the caller's thread). Each helper stays on one CPU (counted from the last of the
 process's set): woken unpinned, it was often placed on its caller's CPU, where the two could only
-take turns for milliseconds. A helper serves one prepared pool at a time (the kernel and its
+take turns for milliseconds. The caller is not pinned, and a caller woken from sleep lands on its
+helper's CPU too (a third of the calls after another runtime's threads had run, measured): a
+helper that finds itself on the CPU a job was posted from moves to another one before it claims
+a piece. A helper serves one prepared pool at a time (the kernel and its
 tables are arguments of its wait loop) and goes back to Python only to switch to another. One
 caller at a time uses the helpers; a second caller meanwhile runs its kernel on its own thread.
 The caller only ever waits for pieces a helper has claimed, offering its CPU to the OS while it
@@ -21,7 +24,6 @@ does (the helper may be waiting for that very CPU).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import threading
@@ -76,6 +78,8 @@ class _Crew:
         self.cond = threading.Condition()
         self.sleeping = 0
         self.helpers: list[threading.Thread] = []
+        # the process's CPUs, read here (a pinned helper sees only its own)
+        self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.spin_rounds = self._calibrate()
 
     def _calibrate(self) -> int:
@@ -130,14 +134,18 @@ class _Crew:
             self.lock.release()
 
     def _serve(self, index: int) -> None:
-        _pin_helper(index)
+        _pin_helper(index, self.cpus)
         pool = 0
         while True:
             entry = self.pools.get(pool)
             if entry is not None:
                 address, x_like, out_like, args = entry
-                pool = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, *args)
-                if pool:
+                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, *args)
+                if result == self.compiled.MOVE:  # on the caller's CPU: elsewhere, then back to the job
+                    if _pin_helper(index, self.cpus, avoid=int(self.board[self.compiled.CALLER_CPU])):
+                        continue
+                elif result:
+                    pool = result
                     continue
             with self.cond:
                 self.sleeping += 1
@@ -146,16 +154,20 @@ class _Crew:
             pool = int(self.board[self.compiled.POOL])
 
 
-def _pin_helper(index: int) -> None:
-    """Keep helper ``index`` on one CPU of the process's set, counting from the last: a helper woken
-    from sleep is otherwise often placed on its caller's CPU, where it can only take turns with
-    the caller until the OS moves one of them (milliseconds later)."""
-    if not hasattr(os, "sched_setaffinity"):
-        return
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) > 1:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, {cpus[-1 - index % (len(cpus) - 1)]})
+def _pin_helper(index: int, cpus: list[int], avoid: int = -1) -> bool:
+    """Keep helper ``index`` on one of the process's ``cpus``, counting from the last, and never
+    on ``avoid`` (the caller's CPU, when the helper found itself there): a helper woken from sleep
+    is otherwise often placed on its caller's CPU, and a caller woken from sleep on its helper's
+    (seen in a third of the calls after another runtime's threads had run), where the two can
+    only take turns until the OS moves one of them (milliseconds later). True if pinned."""
+    others = [cpu for cpu in cpus if cpu != avoid]
+    if not hasattr(os, "sched_setaffinity") or len(cpus) < 2 or not others:
+        return False
+    try:
+        os.sched_setaffinity(0, {others[-1 - index % max(1, len(others) - 1)]})
+    except OSError:
+        return False
+    return True
 
 
 _CREW: list[_Crew] = []
