@@ -66,7 +66,8 @@ def fixed_point_exponent(bits, n0, n1, headroom):
 
 @njit(**_COMPUTE)
 def _to_fixed_point(x, n0, n1, unit, dst):
-    """``dst[i] = x[n0 + i] * unit`` as an int64 (exact: the engine chose ``unit = 2**-q``)."""
+    """``dst[i] = x[n0 + i] * unit`` as an int64 (exact: ``unit`` is ``2**-q``, ``q`` from
+    :func:`fixed_point_exponent` over these values)."""
     for i in range(_U(n1 - n0)):
         dst[i] = np.int64(np.float64(x[_U(n0) + i]) * unit)
 
