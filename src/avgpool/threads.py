@@ -86,9 +86,9 @@ class _Crew:
         """How many idle reads of the board make ``SPIN_SECONDS``."""
         board = np.zeros(self.compiled.BOARD_WORDS, np.int64)
         probe = np.zeros(1, np.int64)
-        self.compiled.serve(0, board, 0, probe, probe, 1)
+        self.compiled.serve(0, board, 0, probe, probe, 1, False)
         start = time.perf_counter()
-        self.compiled.serve(0, board, 0, probe, probe, 20000)
+        self.compiled.serve(0, board, 0, probe, probe, 20000, False)
         per_round = max(1e-9, (time.perf_counter() - start) / 20000)
         return max(1, int(SPIN_SECONDS / per_round))
 
@@ -106,7 +106,7 @@ class _Crew:
         x_like, out_like = _like(x), _like(out)
         # compile (or load) the helpers' wait loop for these types here, with 0 reads: compiling
         # in a helper thread while a short script's interpreter shuts down aborts inside LLVM
-        self.compiled.serve(address, self.board, pool, x_like, out_like, 0, *args)
+        self.compiled.serve(address, self.board, pool, x_like, out_like, 0, True, *args)
         self.pools[pool] = (address, x_like, out_like, args)
         self.ids[key] = pool
         return pool, address
@@ -134,17 +134,19 @@ class _Crew:
             self.lock.release()
 
     def _serve(self, index: int) -> None:
-        _pin_helper(index, self.cpus)
+        # a helper that cannot be pinned (one CPU allowed, no affinity calls) never asks to move
+        may_move = _pin_helper(index, self.cpus)
         pool = 0
         while True:
             entry = self.pools.get(pool)
             if entry is not None:
                 address, x_like, out_like, args = entry
-                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, *args)
+                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, may_move,
+                                             *args)
                 if result == self.compiled.MOVE:  # on the caller's CPU: elsewhere, then back to the job
-                    if _pin_helper(index, self.cpus, avoid=int(self.board[self.compiled.CALLER_CPU])):
-                        continue
-                elif result:
+                    may_move = _pin_helper(index, self.cpus, avoid=int(self.board[self.compiled.CALLER_CPU]))
+                    continue
+                if result:
                     pool = result
                     continue
             with self.cond:

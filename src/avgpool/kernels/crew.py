@@ -210,11 +210,11 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
 
 
 @njit(cache=True, nogil=True)
-def serve(kernel, board, pool, x_like, out_like, rounds, *args):
+def serve(kernel, board, pool, x_like, out_like, rounds, may_move, *args):
     """Take pieces of the jobs of pool ``pool`` (kernel at address ``kernel``, input and output
     shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, the pool id
-    of a job of another pool, or MOVE (claiming nothing) when this thread runs on the CPU the
-    caller posted the job from: there the two could only take turns."""
+    of a job of another pool, or, if ``may_move``, MOVE (claiming nothing) when this thread runs
+    on the CPU the caller posted the job from: there the two could only take turns."""
     idle = 0
     while idle < rounds:
         claim = _load(board, CLAIM)
@@ -225,7 +225,7 @@ def serve(kernel, board, pool, x_like, out_like, rounds, *args):
                 continue
             if other != pool:
                 return other
-            if caller_cpu >= 0 and caller_cpu == _current_cpu():
+            if may_move and caller_cpu >= 0 and caller_cpu == _current_cpu():
                 return MOVE
             if _swap(board, CLAIM, claim, claim + 1):
                 _run_piece(kernel, board, claim, x_like, out_like, args)
