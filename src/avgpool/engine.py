@@ -53,7 +53,7 @@ BLOCK_SUMS_MIN_KERNEL = 13
 CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL = 25
 
 # From this many taps along some axis, float32 windows are summed exactly in int64 running sums
-# (kernels/running.py), which cost the same for every kernel size, wherever a group's values
+# (kernels/running.py), which cost the same for every kernel size, wherever a slab's values
 # allow it.
 EXACT_RUNNING_MIN_KERNEL = 5
 
@@ -240,12 +240,12 @@ class RunningPlan:
     int_size: int
 
 
-def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout) -> RunningPlan | None:
+def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout,
+                 tables: KernelTables) -> RunningPlan | None:
     """The exact running-sum plan, or None where it does not pay or does not apply: kernels
     under EXACT_RUNNING_MIN_KERNEL, dilations, global pooling, and NCX strides along the
-    contiguous axis."""
-    plans = make_plan(spec, spatial_shape)
-    geometry = [p.geometry for p in plans]
+    contiguous axis. The divisor scales are those of ``tables`` (the same spec and shape)."""
+    geometry = [p.geometry for p in make_plan(spec, spatial_shape)]
     ndim = len(geometry)
     ncx = layout is Layout.NCX
     if (max(g.kernel for g in geometry) < EXACT_RUNNING_MIN_KERNEL or any(g.dilation != 1 for g in geometry)
@@ -264,7 +264,7 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
         current[axis] = geometry[axis].out
         sizes.append(math.prod(current) * channels)
     final = order[-1]
-    scales = [_reciprocal(p.divisor) for p in plans]
+    scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
     inner_factors = scales[-1] if ncx else np.ones(channels)
     taps_bits = math.ceil(math.log2(math.prod(g.kernel for g in geometry)))
@@ -299,7 +299,9 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
         args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
-        running = running_plan(spec, spatial_shape_of(shape, layout), channels, layout) if dtype == np.float32 else None
+        running = None
+        if dtype == np.float32:
+            running = running_plan(spec, spatial_shape_of(shape, layout), channels, layout, t)
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)

@@ -65,22 +65,28 @@ def fixed_point_exponent(bits, n0, n1, headroom):
 
 
 @njit(**_COMPUTE)
-def _to_fixed_point(x, n0, n1, unit, dst):
-    """``dst[i] = x[n0 + i] * unit`` as an int64 (exact: ``unit`` is ``2**-q``, ``q`` from
-    :func:`fixed_point_exponent` over these values)."""
-    for i in range(_U(n1 - n0)):
-        dst[i] = np.int64(np.float64(x[_U(n0) + i]) * unit)
+def _fixed(value, to_int):
+    """``value * to_int`` as an int64: exact, ``to_int`` being ``2**-q`` with ``q`` from
+    :func:`fixed_point_exponent` over the values converted."""
+    return np.int64(np.float64(value) * to_int)
 
 
 @njit(**_COMPUTE)
-def _line_to_fixed_point(x, p, length, pad_begin, unit, line):
-    """``line`` = ``pad_begin`` zeros, the ``length`` values of ``x`` from ``p`` as integers (times
-    ``unit``), then zeros to its end: every window of the line lies inside it."""
+def _to_fixed_point(x, n0, n1, to_int, dst):
+    """``dst[i] = x[n0 + i]`` as an integer (:func:`_fixed`)."""
+    for i in range(_U(n1 - n0)):
+        dst[i] = _fixed(x[_U(n0) + i], to_int)
+
+
+@njit(**_COMPUTE)
+def _line_to_fixed_point(x, p, length, pad_begin, to_int, line):
+    """``line`` = ``pad_begin`` zeros, the ``length`` values of ``x`` from ``p`` as integers
+    (:func:`_fixed`), then zeros to its end: every window of the line lies inside it."""
     n, lead = _U(line.shape[0]), _U(pad_begin)
     for i in range(lead):
         line[i] = 0
     for i in range(_U(length)):
-        line[lead + i] = np.int64(np.float64(x[p + i]) * unit)
+        line[lead + i] = _fixed(x[p + i], to_int)
     for i in range(lead + _U(length), n):
         line[i] = 0
 
@@ -99,6 +105,14 @@ def _line_window_sums(line, n_out, k, sums):
 
 
 @njit(**_COMPUTE)
+def _scale_line(sums, out, w, m, scale, factors, f):
+    """``out[w + i] = float64(sums[i]) * scale * factors[f + i]`` for ``i < m``: a line's
+    integer window sums as the output, rounded once from float64."""
+    for i in range(_U(m)):
+        out[w + i] = np.float64(sums[i]) * scale * factors[f + i]
+
+
+@njit(**_COMPUTE)
 def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, to_int, line, sums, final, out, unit, scales,
                    t0):
     """Window sums of ``k`` taps at stride 1 along a contiguous axis: ``rows`` lines of
@@ -113,16 +127,10 @@ def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, to_int, li
         _line_window_sums(line, n_out, k, sums)
         w = _U(d0 + r * n_out)
         if final:
-            for i in range(m):
-                out[w + i] = np.float64(sums[i]) * unit * scales[t + i]
+            _scale_line(sums, out, w, m, unit, scales, t)
         else:
             for i in range(m):
                 dst[w + i] = sums[i]
-
-
-@njit(**_COMPUTE)
-def _fixed(value, to_int):
-    return np.int64(np.float64(value) * to_int)
 
 
 @njit(**_COMPUTE)
@@ -176,8 +184,7 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
             continue
         a, b = _vertical_step(x, _U(p_in), width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line, lead)
         _line_window_sums(line, n1, kernel, sums)
-        for i in range(m):
-            out[w + i] = np.float64(sums[i]) * scale * scales[t1 + i]
+        _scale_line(sums, out, w, m, scale, scales, t1)
 
 
 @njit(**_COMPUTE)
@@ -259,7 +266,8 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
     half = slabs * size
     last = passes.shape[0] - 1
     for j in range(passes.shape[0]):
-        axis, outer, inner, pad_begin, kernel = passes[j, 0], slabs * passes[j, 1], passes[j, 2], passes[j, 3], passes[j, 4]
+        axis, outer, inner = passes[j, 0], slabs * passes[j, 1], passes[j, 2]
+        pad_begin, kernel = passes[j, 3], passes[j, 4]
         length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
         s0 = (j % 2) * half
         d0 = ((j + 1) % 2) * half
@@ -280,9 +288,10 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     """Pool slabs ``start..stop`` of a float32 input: each group of ``group`` slabs exactly in
     int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
     (whose arguments come first), called at its native address ``fallback``: linked in, it
-    would have LLVM optimise the whole float64 kernel again (23 s of the first call, measured). ``passes[j]`` = (axis, runs per slab, inner, and for the
-    contiguous pass its pad_begin, kernel and padded line length) in the order run; ``int_size``
-    is the largest intermediate of one slab."""
+    would have LLVM optimise the whole float64 kernel again (23 s of the first call, measured).
+    ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous pass its pad_begin,
+    kernel and padded line length) in the order run; ``int_size`` is the largest intermediate
+    of one slab."""
     bits = x.view(np.uint32)
     slab_in, slab_out = channels, channels
     widest, line, most = 1, 1, 1
