@@ -75,6 +75,29 @@ def test_helper_leaves_the_callers_cpu():
     assert np.array_equal(out, (jobs + 1) * x)
 
 
+def test_caller_on_the_helpers_cpu_lets_it_move_at_once():
+    """A short job posted from the CPU its helper is pinned to: the caller would finish every
+    piece before the OS let the helper run (it did so for thousands of jobs, measured), so it
+    offers the CPU once and the helper moves at the first or second job."""
+    x = np.arange(1, 2001, dtype=np.float64)
+    weight = np.ones(1)
+    out = np.zeros_like(x)
+    threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))  # the helpers are up
+    helper = threads._crew().helpers[0].native_id
+    (pinned,) = os.sched_getaffinity(helper)
+    caller, allowed = threading.get_native_id(), os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(caller, {pinned})
+        for jobs in range(1, 201):
+            threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))
+            if os.sched_getaffinity(helper) != {pinned}:
+                break
+    finally:
+        os.sched_setaffinity(caller, allowed)
+    assert jobs <= 2, f"the helper stayed on the caller's CPU for {jobs} jobs"
+    assert np.array_equal(out, (jobs + 1) * x)
+
+
 def test_jobs_of_different_pools_alternate():
     """Helpers switch between kernels, shapes and arguments without mixing them up."""
     a, b = np.arange(1000.0), np.arange(5000.0)

@@ -15,7 +15,9 @@ process's set): woken unpinned, it was often placed on its caller's CPU, where t
 take turns for milliseconds. The caller is not pinned, and a caller woken from sleep lands on its
 helper's CPU too (a third of the calls after another runtime's threads had run, measured): a
 helper that finds itself on the CPU a job was posted from moves to another one before it claims
-a piece. A helper serves one prepared pool at a time (the kernel and its
+a piece, and a caller posting from a helper's CPU first lets that helper run (else it could only
+see the job once the caller stops, and the OS does not move a running caller for milliseconds:
+half of a batch's calls ran on one CPU after an OpenVINO batch, measured). A helper serves one prepared pool at a time (the kernel and its
 tables are arguments of its wait loop) and goes back to Python only to switch to another. One
 caller at a time uses the helpers; a second caller meanwhile runs its kernel on its own thread.
 The caller only ever waits for pieces a helper has claimed, offering its CPU to the OS while it
@@ -78,6 +80,7 @@ class _Crew:
         self.cond = threading.Condition()
         self.sleeping = 0
         self.helpers: list[threading.Thread] = []
+        self.helper_cpus: dict[int, int] = {}  # helper index -> the CPU it is pinned to (-1: none)
         # the process's CPUs, read here (a pinned helper sees only its own)
         self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.spin_rounds = self._calibrate()
@@ -135,7 +138,7 @@ class _Crew:
 
     def _serve(self, index: int) -> None:
         # a helper that cannot be pinned (one CPU allowed, no affinity calls) never asks to move
-        may_move = _pin_helper(index, self.cpus)
+        may_move = self._pin(index)
         pool = 0
         while True:
             entry = self.pools.get(pool)
@@ -144,7 +147,7 @@ class _Crew:
                 result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, may_move,
                                              *args)
                 if result == self.compiled.MOVE:  # on the caller's CPU: elsewhere, then back to the job
-                    may_move = _pin_helper(index, self.cpus, avoid=int(self.board[self.compiled.CALLER_CPU]))
+                    may_move = self._pin(index, avoid=int(self.board[self.compiled.CALLER_CPU]))
                     continue
                 if result:
                     pool = result
@@ -155,21 +158,32 @@ class _Crew:
                 self.sleeping -= 1
             pool = int(self.board[self.compiled.POOL])
 
+    def _pin(self, index: int, avoid: int = -1) -> bool:
+        """Pin helper ``index`` (:func:`_pin_helper`) and publish the helpers' CPUs on the board,
+        so that a caller posting a job from one of them lets its helper run and move."""
+        cpu = _pin_helper(index, self.cpus, avoid)
+        with self.cond:
+            self.helper_cpus[index] = cpu
+            self.board[self.compiled.HELPER_CPUS] = sum(1 << c for c in self.helper_cpus.values() if 0 <= c < 64)
+        return cpu >= 0
 
-def _pin_helper(index: int, cpus: list[int], avoid: int = -1) -> bool:
+
+def _pin_helper(index: int, cpus: list[int], avoid: int = -1) -> int:
     """Keep helper ``index`` on one of the process's ``cpus``, counting from the last, and never
     on ``avoid`` (the caller's CPU, when the helper found itself there): a helper woken from sleep
     is otherwise often placed on its caller's CPU, and a caller woken from sleep on its helper's
     (seen in a third of the calls after another runtime's threads had run), where the two can
-    only take turns until the OS moves one of them (milliseconds later). True if pinned."""
+    only take turns until the OS moves one of them (milliseconds later). The CPU, or -1 if the
+    helper could not be pinned."""
     others = [cpu for cpu in cpus if cpu != avoid]
     if not hasattr(os, "sched_setaffinity") or len(cpus) < 2 or not others:
-        return False
+        return -1
+    cpu = others[-1 - index % max(1, len(others) - 1)]
     try:
-        os.sched_setaffinity(0, {others[-1 - index % max(1, len(others) - 1)]})
+        os.sched_setaffinity(0, {cpu})
     except OSError:
-        return False
-    return True
+        return -1
+    return cpu
 
 
 _CREW: list[_Crew] = []

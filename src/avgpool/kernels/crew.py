@@ -15,6 +15,9 @@ Board words (int64):
     FAILED  set when a piece raised; the caller then reruns the whole job on its own thread
     CALLER_CPU  the CPU the caller posted the job from (-1: unknown): a helper that finds itself
             on it leaves :func:`serve` with MOVE instead of claiming, to be pinned elsewhere
+    HELPER_CPUS  bit c set: a helper is pinned to CPU c (written by the helpers' Python side). A
+            caller posting from such a CPU offers it once to the OS: the helper pinned there can
+            only see the job, and move, while the caller is not running
 
 A job's fields are written before its CLAIM word and only after every piece of the previous job
 is finished, so a helper that read CLAIM = (job, i < pieces), then the fields, and then claimed
@@ -30,7 +33,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED, CALLER_CPU = range(9)
+CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED, CALLER_CPU, HELPER_CPUS = range(10)
 #: What :func:`serve` returns when its helper shares a CPU with the caller.
 MOVE = -1
 BOARD_WORDS = 16  # the board spans its own cache lines
@@ -194,9 +197,15 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     board[OUT] = out.ctypes.data
     board[DONE] = 0
     board[FAILED] = 0
-    board[CALLER_CPU] = _current_cpu()
+    cpu = _current_cpu()
+    board[CALLER_CPU] = cpu
     job = (_load(board, CLAIM) >> _PIECE_BITS) + 1
     _store(board, CLAIM, job << _PIECE_BITS)
+    if 0 <= cpu < 64 and (_load(board, HELPER_CPUS) >> cpu) & 1:
+        # a helper pinned here cannot run while this thread does; the OS does not move a
+        # running caller to the idle CPU for milliseconds (the helper is pinned, so it cannot
+        # be the one moved): let the helper run, see the job and move itself
+        _yield_core()
     while True:
         claim = _claim(board)
         if claim < 0:
