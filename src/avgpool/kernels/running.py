@@ -284,9 +284,9 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
 
 @njit(**_JIT)
 def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                     global_scale, passes, headroom, row_factors, inner_factors, int_size, fallback):
-    """Pool slabs ``start..stop`` of a float32 input: each group of ``group`` slabs exactly in
-    int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
+                     global_scale, passes, headroom, row_factors, inner_factors, int_size, exact_group, fallback):
+    """Pool slabs ``start..stop`` of a float32 input: each group of ``exact_group`` slabs exactly
+    in int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
     (whose arguments come first), called at its native address ``fallback``: linked in, it
     would have LLVM optimise the whole float64 kernel again (23 s of the first call, measured).
     ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous pass its pad_begin,
@@ -302,12 +302,12 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     for j in range(passes.shape[0]):
         widest = max(widest, passes[j, 2])
         line = max(line, passes[j, 5])
-    ints = np.empty(2 * group * int_size, np.int64)
+    ints = np.empty(2 * exact_group * int_size, np.int64)
     acc = np.empty(widest, np.int64)
     # room for the eight-value blocks of _line_window_sums past the last output
     line, sums = np.empty(line + LANES, np.int64), np.empty(most + LANES, np.int64)
-    for b in range(start, stop, group):
-        slabs = min(group, stop - b)
+    for b in range(start, stop, exact_group):
+        slabs = min(exact_group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
                         row_factors, inner_factors, ints, int_size, acc, line, sums):
             continue
