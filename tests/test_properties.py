@@ -260,6 +260,41 @@ def test_large_kernel_configurations_do_take_the_block_path():
     assert_close_to_exact(got, exact, reference_pool(np.abs(x), [k, k], [1, 1], [1, 1], pads), k * k)
 
 
+@settings(max_examples=60)
+@given(st.data())
+def test_side_by_side_windows_match_reference(data):
+    """Windows of 4 or 8 taps at the same stride along the contiguous axis (audio k4 s4) are
+    summed in pairs; with padding, ceil_mode and edge values the clipped windows at the ends go
+    the usual way."""
+    k = data.draw(st.sampled_from([4, 8]))
+    ndim = data.draw(st.integers(1, 2))
+    kernel = [data.draw(st.integers(1, 3))] * (ndim - 1) + [k]
+    spatial = tuple(data.draw(st.integers(n, n + 4)) for n in kernel[:-1]) + (data.draw(st.integers(k, 70)),)
+    pads = [data.draw(st.integers(0, n - 1)) for n in kernel] * 2 if data.draw(st.booleans()) else None
+    attrs = dict(kernel_shape=kernel, strides=[1] * (ndim - 1) + [k], pads=pads, auto_pad="NOTSET", dilations=None,
+                 ceil_mode=data.draw(st.booleans()), count_include_pad=data.draw(st.booleans()), opset=22)
+    dtype = data.draw(st.sampled_from(FLOAT_DTYPES))
+    shape = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3))) + spatial
+    x = data.draw(edge_arrays(shape, dtype))
+    note(f"attrs={attrs} dtype={dtype} shape={shape}\nx={x!r}")
+    got = avgpool.average_pool(x, **attrs)
+    exact = _reference_of(x, attrs, "NCX")
+    assert_close_to_exact(got, exact, _reference_of(x, attrs, "NCX", absolute=True), math.prod(kernel),
+                          context=f"{attrs} {dtype}")
+
+
+def test_side_by_side_windows_are_summed_in_pairs():
+    """The pairwise path is really taken: in float64, 1 + e + e + e (e = 2**-53) summed left to
+    right rounds to 1 at every step, while (1 + e) + (e + e) gives 1 + 2**-52, the exact sum
+    rounded. Both in a long row (one loop over all rows) and in rows with clipped windows."""
+    e = 2.0**-53
+    for shape, pads in (((2, 3, 64), [0, 0]), ((1, 1, 30), [2, 3])):
+        x = np.tile([1.0, e, e, e], math.prod(shape) // 4 + 2)[:math.prod(shape)].reshape(shape)
+        got = avgpool.average_pool(x, [4], strides=[4], pads=pads)
+        interior = got[..., 1:-1] if pads[0] else got
+        assert (interior == (1.0 + 2.0**-52) / 4).all(), interior
+
+
 @settings(max_examples=40)
 @given(st.data())
 def test_transposed_block_sums_match_reference(data):
