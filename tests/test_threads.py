@@ -51,51 +51,48 @@ def test_every_item_once_over_many_jobs():
     assert (int(crew.board[crew_board.CLAIM]) >> 20) - posted == 200, "jobs did not go through the job board"
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs CPU affinity and two CPUs")
+needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                                    reason="needs CPU affinity and two CPUs")
+
+
+def _jobs_until_the_helper_moves(items: int, pieces: int, most: int) -> tuple[int, bool, bool]:
+    """Pin the caller onto the first helper's CPU and post jobs of ``items`` in ``pieces`` until
+    the helper has left that CPU (at most ``most``): how many jobs it took, whether the helper
+    left, and whether every item was counted once per job."""
+    x = np.arange(1, items + 1, dtype=np.float64)
+    weight = np.ones(1)
+    out = np.zeros_like(x)
+    threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))  # the helpers are up
+    helper = threads._crew().helpers[0].native_id
+    (pinned,) = os.sched_getaffinity(helper)
+    caller, allowed = threading.get_native_id(), os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(caller, {pinned})
+        for jobs in range(1, most + 1):
+            threads.run_pieces(_count_items, x, out, x.size, pieces, (weight,))
+            if os.sched_getaffinity(helper) != {pinned}:
+                break
+    finally:
+        os.sched_setaffinity(caller, allowed)
+    return jobs, pinned not in os.sched_getaffinity(helper), np.array_equal(out, (jobs + 1) * x)
+
+
+@needs_two_cpus
 def test_helper_leaves_the_callers_cpu():
     """A caller running on its helper's CPU (a thread woken from sleep may land there) would only
     take turns with it: the helper moves to another CPU, and the items are still all counted."""
-    x = np.arange(1, 200_001, dtype=np.float64)
-    weight = np.ones(1)
-    out = np.zeros_like(x)
-    threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))  # the helpers are up
-    helper = threads._crew().helpers[0].native_id
-    (pinned,) = os.sched_getaffinity(helper)
-    caller, allowed = threading.get_native_id(), os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(caller, {pinned})
-        for jobs in range(1, 2001):
-            threads.run_pieces(_count_items, x, out, x.size, 8, (weight,))
-            if os.sched_getaffinity(helper) != {pinned}:
-                break
-    finally:
-        os.sched_setaffinity(caller, allowed)
-    assert pinned not in os.sched_getaffinity(helper)
-    assert np.array_equal(out, (jobs + 1) * x)
+    jobs, moved, all_counted = _jobs_until_the_helper_moves(200_000, 8, 2000)
+    assert moved and all_counted, jobs
 
 
+@needs_two_cpus
 def test_caller_on_the_helpers_cpu_lets_it_move_at_once():
     """A short job posted from the CPU its helper is pinned to: the caller would finish every
-    piece before the OS let the helper run (it did so for thousands of jobs, measured), so it
+    piece before the OS let the helper run (it did so for hundreds of jobs, measured), so it
     offers the CPU once and the helper moves at the first or second job."""
-    x = np.arange(1, 2001, dtype=np.float64)
-    weight = np.ones(1)
-    out = np.zeros_like(x)
-    threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))  # the helpers are up
-    helper = threads._crew().helpers[0].native_id
-    (pinned,) = os.sched_getaffinity(helper)
-    caller, allowed = threading.get_native_id(), os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(caller, {pinned})
-        for jobs in range(1, 201):
-            threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))
-            if os.sched_getaffinity(helper) != {pinned}:
-                break
-    finally:
-        os.sched_setaffinity(caller, allowed)
-    assert jobs <= 2, f"the helper stayed on the caller's CPU for {jobs} jobs"
-    assert np.array_equal(out, (jobs + 1) * x)
+    jobs, moved, all_counted = _jobs_until_the_helper_moves(2000, 2, 200)
+    assert moved and jobs <= 2, f"the helper stayed on the caller's CPU for {jobs} jobs"
+    assert all_counted
 
 
 def test_jobs_of_different_pools_alternate():
