@@ -314,8 +314,7 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
         from .kernels import running as exact
 
         args += (running.passes, running.headroom, running.row_factors, running.inner_factors, running.int_size,
-                 running.group,
-                 fallback)
+                 running.group, fallback)
         return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, args, pieces, False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block

@@ -53,6 +53,12 @@ TILE_MAX_LENGTH = 2048
 
 
 @njit(**_COMPUTE)
+def _side_by_side(taps, tap_step, stride):
+    """Whether windows go by :func:`_side_by_side_sums`: 4 or 8 contiguous taps at that stride."""
+    return tap_step == 1 and stride == taps and (taps == 4 or taps == 8)
+
+
+@njit(**_COMPUTE)
 def _side_by_side_sums(src, p, dst, o, m, taps, scale, acc):
     """``dst[o + i] = scale * sum_j src[p + taps*i + j]`` for ``i < m``, ``taps`` 4 or 8: windows
     side by side along a contiguous axis, summed in pairs, each level a loop of literal stride 2,
@@ -124,7 +130,7 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                         dst[o + i] = (f64(src[p + two * i]) + f64(src[p + t1 + two * i])
                                       + f64(src[p + t2 + two * i])) * scale
             continue
-        if t1 == 1 and stride == taps and (taps == 4 or taps == 8) and acc.shape[0] >= m * _U(taps):
+        if _side_by_side(taps, t1, stride) and acc.shape[0] >= m * _U(taps):
             _side_by_side_sums(src, p, dst, o, m, taps, scale, acc)
             continue
         if taps == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
@@ -281,8 +287,8 @@ def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, s
         # all rows are one long loop (rows of 28 outputs are too short to vectorise well); the
         # outputs between two rows' interiors get windows straddling the rows, rewritten after
         total = (outer - 1) * n_out + hi - lo
-        # windows side by side are summed in pairs in acc (_side_by_side_sums): taps values per output
-        chunk = max(1, acc.shape[0] // taps) if stride == taps and dil == 1 else acc.shape[0]
+        # windows side by side are summed in pairs in acc: taps values per output
+        chunk = max(1, acc.shape[0] // taps) if _side_by_side(taps, dil, stride) else acc.shape[0]
         for c in range(0, total, chunk):
             _strided_sums(src, start + c * stride, dst, d0 + lo + c, 1, 0, 0, min(chunk, total - c), taps, dil,
                           stride, scale, acc)
