@@ -31,10 +31,12 @@ MANY_PIECES_ELEMENTS = 1 << 22
 # 32x128x56x56: 6.2 ms against 4.3; threaded 8x64x16000 k4 s4: 2.76 ms against 3.06 at 2 MiB).
 GROUP_SCRATCH_BYTES = 1 << 23
 # Overlapping windows read each value several times, and the sums of more than three taps sweep
-# the accumulator several times: there the intermediates must stay near the cache size
-# (threaded, interleaved, 8 MiB -> 2 MiB: 1x16x256x256 k5 790 -> 613 us, k11 1727 -> 1294,
-# 32x192x28x28 3x3 3.06 -> 2.35 ms, 1x32x64x64x64 k3 8.3 -> 6.2 ms).
-OVERLAPPING_GROUP_SCRATCH_BYTES = 1 << 21
+# the accumulator several times: there the intermediates must stay within the L2 cache (1 MiB
+# per core here) with the input they are read from. Threaded, interleaved, 2 MiB -> 512 KiB:
+# 1x192x28x28 3x3 29.2 -> 25.9 us, 32x192x28x28 3x3 1036 -> 870 us (float64 1774 -> 1648,
+# float16 1336 -> 1293), float64 1x16x256x256 k5 499 -> 372 us, k11 817 -> 654; 3-D k3 and
+# NHWC unchanged; 256 KiB was no better (8 MiB -> 2 MiB had gained 20-25% earlier).
+OVERLAPPING_GROUP_SCRATCH_BYTES = 1 << 19
 # A slab whose intermediates exceed that is pooled in bands of first-axis outputs whose two
 # buffers take about this much cache.
 BAND_SCRATCH_BYTES = 1 << 18
