@@ -31,7 +31,7 @@ from numba import njit
 
 from .crew import call_native
 from .separable import _COMPUTE, _JIT, _U
-from .vector_scan import LANES, window_block
+from .vector_scan import LANES, window_blocks
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
 NOT_EXACT = 1 << 20
@@ -94,14 +94,13 @@ def _line_to_fixed_point(x, p, length, pad_begin, to_int, line):
 @njit(**_COMPUTE)
 def _line_window_sums(line, n_out, k, sums):
     """``sums[o] = line[o] + ... + line[o + k - 1]`` for ``o < n_out``, eight at a time after the
-    first (:func:`.vector_scan.window_block`): ``line`` must hold ``n_out + k + 7`` values and
+    first (:func:`.vector_scan.window_blocks`): ``line`` must hold ``n_out + k + 7`` values and
     ``sums`` ``n_out + 7``."""
     total = np.int64(0)
     for j in range(_U(k)):
         total += line[j]
     sums[0] = total
-    for block in range(0, n_out - 1, LANES):
-        total += window_block(line, block, k, sums, block + 1, total)
+    window_blocks(line, 0, k, sums, 1, (n_out - 1 + LANES - 1) // LANES, total)
 
 
 @njit(**_COMPUTE)
