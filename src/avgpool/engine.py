@@ -300,7 +300,8 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     dtype = np.dtype(dtype)
     out_shape = infer_output_shape(spec, shape, layout)
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
-    t = kernel_tables(spec, spatial_shape_of(shape, layout), channels)
+    spatial_shape = spatial_shape_of(shape, layout)
+    t = kernel_tables(spec, spatial_shape, channels)
     pieces = threads.pieces_for(slabs, math.prod(shape), PARALLEL_MIN_ELEMENTS, MANY_PIECES_ELEMENTS)
     budget = OVERLAPPING_GROUP_SCRATCH_BYTES if t.windows_overlap else GROUP_SCRATCH_BYTES
     group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
@@ -309,7 +310,7 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
         args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
         running = None
         if dtype == np.float32:
-            running = running_plan(spec, spatial_shape_of(shape, layout), channels, layout, t)
+            running = running_plan(spec, spatial_shape, channels, layout, t)
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)

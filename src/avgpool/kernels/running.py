@@ -72,10 +72,10 @@ def _fixed(value, to_int):
 
 
 @njit(**_COMPUTE)
-def _to_fixed_point(x, n0, n1, to_int, dst):
-    """``dst[i] = x[n0 + i]`` as an integer (:func:`_fixed`)."""
+def _to_fixed_point(x, n0, n1, to_int, dst, d0):
+    """``dst[d0 + i] = x[n0 + i]`` as an integer (:func:`_fixed`) for ``i < n1 - n0``."""
     for i in range(_U(n1 - n0)):
-        dst[i] = _fixed(x[_U(n0) + i], to_int)
+        dst[_U(d0) + i] = _fixed(x[_U(n0) + i], to_int)
 
 
 @njit(**_COMPUTE)
@@ -85,8 +85,7 @@ def _line_to_fixed_point(x, p, length, pad_begin, to_int, line):
     n, lead = _U(line.shape[0]), _U(pad_begin)
     for i in range(lead):
         line[i] = 0
-    for i in range(_U(length)):
-        line[lead + i] = _fixed(x[p + i], to_int)
+    _to_fixed_point(x, p, p + _U(length), to_int, line, lead)
     for i in range(lead + _U(length), n):
         line[i] = 0
 
@@ -275,7 +274,7 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
                            kernel, 1.0 / unit, line, sums, j == last, out, unit, scales, t0)
         else:
             if j == 0:
-                _to_fixed_point(x, b * slab_in, (b + slabs) * slab_in, 1.0 / unit, ints)
+                _to_fixed_point(x, b * slab_in, (b + slabs) * slab_in, 1.0 / unit, ints, 0)
             _running_rows(ints, s0, ints, d0, outer, length, n_out, inner, t0, firsts, counts, acc, j == last, out,
                           b * slab_out, unit, scales, row_factors, inner_factors)
     return True
@@ -293,18 +292,18 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     of one slab."""
     bits = x.view(np.uint32)
     slab_in, slab_out = channels, channels
-    widest, line, most = 1, 1, 1
+    widest, longest_line, most = 1, 1, 1
     for axis in range(axes.shape[0]):
         slab_in *= axes[axis, 0]
         slab_out *= axes[axis, 1]
         most = max(most, axes[axis, 1])
     for j in range(passes.shape[0]):
         widest = max(widest, passes[j, 2])
-        line = max(line, passes[j, 5])
+        longest_line = max(longest_line, passes[j, 5])
     ints = np.empty(2 * exact_group * int_size, np.int64)
     acc = np.empty(widest, np.int64)
     # room for the eight-value blocks of _line_window_sums past the last output
-    line, sums = np.empty(line + LANES, np.int64), np.empty(most + LANES, np.int64)
+    line, sums = np.empty(longest_line + LANES, np.int64), np.empty(most + LANES, np.int64)
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
