@@ -281,6 +281,18 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
 
 
 @njit(**_JIT)
+def _cache_aligned(size, first):
+    """``size`` uninitialised int64s whose element ``first`` starts a 64-byte cache line. The
+    allocator aligns to 32 bytes only, and a vector store that straddles two lines costs about
+    twice one that does not: aligning the column sums where the vertical step writes them and
+    the window sums where the scan writes them took 1x16x256x256 k31 planes from 0.331-0.335
+    to 0.321 ms (all eight offsets measured), against 0.366 as allocated."""
+    spare = np.empty(size + LANES, np.int64)
+    skip = (-(spare.ctypes.data // 8 + first)) % LANES
+    return spare[skip:skip + size]
+
+
+@njit(**_JIT)
 def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
                      global_scale, passes, headroom, row_factors, inner_factors, int_size, exact_group, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``exact_group`` slabs exactly
@@ -302,8 +314,10 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
         longest_line = max(longest_line, passes[j, 5])
     ints = np.empty(2 * exact_group * int_size, np.int64)
     acc = np.empty(widest, np.int64)
-    # room for the eight-value blocks of _line_window_sums past the last output
-    line, sums = np.empty(longest_line + LANES, np.int64), np.empty(most + LANES, np.int64)
+    # room for the eight-value blocks of _line_window_sums past the last output; the line's
+    # values start at its pad_begin (the contiguous pass is the first)
+    line = _cache_aligned(longest_line + LANES, passes[0, 3] if passes[0, 5] > 0 else 0)
+    sums = _cache_aligned(most + LANES, 0)
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
