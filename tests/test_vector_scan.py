@@ -41,3 +41,30 @@ def test_line_window_sums_are_exact_where_float64_sums_are_not(k):
     starts = np.arange(n_out)
     expected = [k * (1 << 56) + sum(range(s, s + k)) for s in starts]
     assert sums[:n_out].tolist() == expected
+
+
+@pytest.mark.parametrize("size, first", [(1, 0), (300, 0), (300, 15), (37, 7), (8, 8)])
+def test_exact_scratch_starts_its_chosen_element_on_a_cache_line(size, first):
+    """The exact kernel's lines are allocated so that element ``first`` (where the vertical step
+    writes) starts a 64-byte line: the allocator alone gives 32-byte alignment."""
+    from avgpool.kernels.running import _cache_aligned
+
+    for _ in range(4):  # allocations land at either 32-byte phase
+        scratch = _cache_aligned(size, first)
+        assert scratch.shape == (size,) and scratch.dtype == np.int64
+        assert (scratch.ctypes.data + 8 * first) % 64 == 0
+
+
+def test_scale_tables_start_on_a_cache_line():
+    from avgpool import engine
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.plan import make_plan
+    from avgpool.spec import Layout
+
+    shape = (1, 3, 37, 29)
+    spec = onnx_dialect.make_spec(22, shape, [5, 3], pads=[2, 1, 2, 1])
+    tables = engine.kernel_tables(spec, shape[2:], 1)
+    running = engine.running_plan(spec, shape[2:], 1, Layout.NCX, tables)
+    assert tables.scales.ctypes.data % 64 == 0 and running.inner_factors.ctypes.data % 64 == 0
+    divisors = np.concatenate([p.divisor for p in make_plan(spec, shape[2:])])
+    assert np.array_equal(tables.scales, 1.0 / divisors)  # the aligned copy holds the same values
