@@ -250,13 +250,14 @@ def _running_rows(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, cou
 
 @njit(**_COMPUTE)
 def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                 row_factors, inner_factors, ints, size, acc, line, sums):
-    """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails."""
+                 row_factors, inner_factors, one_sweep, ints, size, acc, line, sums):
+    """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails.
+    ``one_sweep``: each slab is a 2-D NCX plane, pooled by :func:`_exact_plane` (``ints`` unused)."""
     q = fixed_point_exponent(bits, b * slab_in, (b + slabs) * slab_in, headroom)
     if q == NOT_EXACT:
         return False
     unit = math.ldexp(1.0, q)
-    if passes.shape[0] == 2 and passes[0, 5] > 0:  # 2-D NCX: each slab in one sweep
+    if one_sweep:
         for s in range(b, b + slabs):
             _exact_plane(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, passes[0, 3], passes[0, 4],
                          unit, line, sums)
@@ -312,7 +313,8 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     for j in range(passes.shape[0]):
         widest = max(widest, passes[j, 2])
         longest_line = max(longest_line, passes[j, 5])
-    ints = np.empty(2 * exact_group * int_size, np.int64)
+    one_sweep = passes.shape[0] == 2 and passes[0, 5] > 0  # 2-D NCX: no integer intermediates
+    ints = np.empty(0 if one_sweep else 2 * exact_group * int_size, np.int64)
     acc = np.empty(widest, np.int64)
     # room for the eight-value blocks of _line_window_sums past the last output; the line's
     # values start at its pad_begin (the contiguous pass is the first)
@@ -321,13 +323,13 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                        row_factors, inner_factors, ints, int_size, acc, line, sums):
+                        row_factors, inner_factors, one_sweep, ints, int_size, acc, line, sums):
             continue
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
             if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                            row_factors, inner_factors, ints, int_size, acc, line, sums):
+                            row_factors, inner_factors, one_sweep, ints, int_size, acc, line, sums):
                 continue
             if not call_native(fallback, x, out, s, s + 1, (group, band, axes, firsts, counts, splits, scales,
                                                             channels, scratch_size, global_scale)):
