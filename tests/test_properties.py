@@ -427,6 +427,33 @@ def test_exact_running_path_is_taken_and_decided_per_slab():
     assert np.isnan(got[0, 0]).sum() == k * k
 
 
+def test_exact_planes_convert_through_float32_or_float64_alike():
+    """The column step converts through a float32 product while ``2**-q`` is a float32, and
+    through float64 below that (values under about 2**-104). The same planes scaled by 2**-100
+    (q < -127: float64) and by 2**100 (float32) are pooled exactly both ways: the results are
+    each other's exactly, times 2**200, and the exact averages rounded."""
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.kernels import running
+    from avgpool.spec import Layout
+    from helpers import ulp
+
+    k = max(engine.EXACT_RUNNING_MIN_KERNEL, 9)
+    shape = (1, 3, 40, 48)
+    spec = onnx_dialect.make_spec(22, shape, [k, k], pads=[k // 2] * 4)
+    assert engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
+    x = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+    tiny, big = x * np.float32(2.0**-100), x * np.float32(2.0**100)
+    for plane_values, wide in ((tiny, True), (big, False)):
+        q = running.fixed_point_exponent(plane_values.view(np.uint32).ravel(), 0, plane_values.size, 40)
+        assert q != running.NOT_EXACT and (2.0**-q > running._FLOAT32_TOP_POWER) == wide
+    got_tiny = avgpool.average_pool(tiny, [k, k], pads=[k // 2] * 4)
+    got_big = avgpool.average_pool(big, [k, k], pads=[k // 2] * 4)
+    assert np.array_equal(got_tiny.astype(np.float64) * 2.0**200, got_big.astype(np.float64))
+    exact = reference_pool(big.astype(np.float64), [k, k], [1, 1], [1, 1], [(k // 2, k // 2)] * 2)
+    # rounded once from float64, whose products err by a few 2**-53 (a tiny share of an ulp)
+    assert (np.abs(got_big - exact) <= ulp(exact, np.dtype(np.float32)) * (0.5 + 2.0**-26)).all()
+
+
 @pytest.mark.parametrize("values, headroom, fits", [
     ([1.0, 2.0**-20], 46, True),      # 2**0 < 2**1, multiples of 2**-43: 44 bits
     ([1.0, 2.0**-20], 43, False),

@@ -76,6 +76,20 @@ def _fixed(value, to_int):
     return np.int64(np.float64(value) * to_int)
 
 
+#: The largest ``to_int`` (``2**-q``) that :func:`_fixed32` takes: the largest power of two a
+#: float32 holds.
+_FLOAT32_TOP_POWER = 2.0**127
+
+
+@njit(**_COMPUTE)
+def _fixed32(value, to_int):
+    """:func:`_fixed` with the product taken in float32 (``to_int`` a float32), which one
+    instruction converts to int64 where :func:`_fixed` needs two conversions. Exact as long as
+    ``to_int`` is (``2**-q`` <= ``_FLOAT32_TOP_POWER``): the product is then an integer of at
+    most 24 significant bits, below ``2**62``."""
+    return np.int64(value * to_int)
+
+
 @njit(**_COMPUTE)
 def _to_fixed_point(x, n0, n1, to_int, dst, d0):
     """``dst[d0 + i] = x[n0 + i]`` as an integer (:func:`_fixed`) for ``i < n1 - n0``."""
@@ -145,8 +159,13 @@ def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
     n = _U(width)
     if f == a + 1 and e == b + 1:
         old, new = p + _U(a) * n, p + _U(b) * n
-        for i in range(n):
-            line[lead + i] += _fixed(x[new + i], to_int) - _fixed(x[old + i], to_int)
+        if to_int <= _FLOAT32_TOP_POWER:  # 1x16x256x256 k31 planes: 0.294-0.306 -> 0.278-0.296 ms
+            narrow = np.float32(to_int)
+            for i in range(n):
+                line[lead + i] += _fixed32(x[new + i], narrow) - _fixed32(x[old + i], narrow)
+        else:
+            for i in range(n):
+                line[lead + i] += _fixed(x[new + i], to_int) - _fixed(x[old + i], to_int)
         return f, e
     if f >= b or f < a or e < b:
         for i in range(n):
