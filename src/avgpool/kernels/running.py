@@ -40,8 +40,8 @@ _ONE = np.uint32(1)
 _EXPONENT_ALL_ONES = 0x7F800000  # float32 bits at and above it (absolute value) are Inf or NaN
 # The per-line steps are inlined where they are called (numba IR), not called: numba passes each
 # array as a dozen stack words, and each call costs saving registers, reloading the arrays'
-# fields and a fresh alias check per loop. Per 256-value line of a 1x16x256x256 k31 plane that was
-# a tenth of the sweep: 0.323-0.334 -> 0.298-0.299 ms (/tmp harness, interleaved, 15 batches).
+# fields and a fresh alias check per loop. With 256-value lines that was a tenth of the sweep
+# (16 planes of 256x256, k31, serial, interleaved: 0.323-0.334 -> 0.298-0.299 ms).
 _PER_LINE = dict(_COMPUTE, inline="always")
 
 
