@@ -19,8 +19,8 @@ a piece, and a caller posting from a helper's CPU first lets that helper run (el
 see the job once the caller stops, and the OS does not move a running caller for milliseconds:
 half of a batch's calls ran on one CPU after an OpenVINO batch, measured). A helper serves one
 prepared pool at a time (the kernel and its tables are arguments of its wait loop) and goes back
-to Python only to switch to another. One
-caller at a time uses the helpers; a second caller meanwhile runs its kernel on its own thread.
+to Python only to switch to another. One caller at a time uses the helpers; a second caller
+meanwhile runs its kernel on its own thread.
 The caller only ever waits for pieces a helper has claimed, offering its CPU to the OS while it
 does (the helper may be waiting for that very CPU).
 """
