@@ -53,7 +53,8 @@ def _bool(text: str) -> bool:
 
 def _auto_pad(text: str) -> str:
     if text.lower() not in AUTO_PAD_SPELLINGS:
-        raise argparse.ArgumentTypeError(f"expected one of NOTSET/explicit/None, SAME_UPPER, SAME_LOWER, VALID, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID, "
+                                         f"got {text!r}")
     return normalise_auto_pad(text)
 
 
@@ -119,7 +120,8 @@ def _add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str
     group.add_argument("--pads-begin", type=_ints, help="pads at the start of each axis (OpenVINO/oneDNN spelling)")
     group.add_argument("--pads-end", type=_ints, help="pads at the end of each axis")
     group.add_argument("--auto-pad", type=_auto_pad, default="NOTSET", metavar="MODE",
-                       help="NOTSET (explicit, None), SAME_UPPER, SAME_LOWER or VALID, in any dialect's spelling")
+                       help="NOTSET (explicit, None, or '' as ONNX models write it), SAME_UPPER, SAME_LOWER or VALID, "
+                            "in any dialect's spelling")
     group.add_argument("--ceil-mode", action="store_true", help="ceil_mode=1 (ONNX) / rounding_type=ceil")
     group.add_argument("--rounding-type", choices=ROUNDINGS,
                        help="floor, ceil or ceil_torch (OpenVINO-14 and later); overrides --ceil-mode")

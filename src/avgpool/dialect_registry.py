@@ -30,9 +30,10 @@ from .spec import Divisor, PadMode, PoolSpec, Rounding
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 ROUNDINGS = ("floor", "ceil", "ceil_torch")
-# How each ecosystem spells auto_pad, folded to ONNX's spelling.
-AUTO_PAD_SPELLINGS = {"notset": "NOTSET", "explicit": "NOTSET", "none": "NOTSET", "same_upper": "SAME_UPPER",
-                      "same_lower": "SAME_LOWER", "valid": "VALID"}
+# How each ecosystem spells auto_pad, folded to ONNX's spelling ("" is NOTSET as ONNX models
+# write it: semantics 3.5).
+AUTO_PAD_SPELLINGS = {"notset": "NOTSET", "": "NOTSET", "explicit": "NOTSET", "none": "NOTSET",
+                      "same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER", "valid": "VALID"}
 
 
 class DialectUnavailable(RuntimeError):
@@ -95,7 +96,7 @@ def normalise_auto_pad(value: str) -> str:
     """``same_upper``, ``SAME_UPPER``, ``explicit``, ``None`` ... -> ONNX's spelling."""
     folded = AUTO_PAD_SPELLINGS.get(str(value).lower())
     if folded is None:
-        raise AvgPoolError(f"`auto_pad` is {value!r}: it must be one of NOTSET/explicit/None, SAME_UPPER, SAME_LOWER, VALID")
+        raise AvgPoolError(f"`auto_pad` is {value!r}: it must be one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID")
     return folded
 
 

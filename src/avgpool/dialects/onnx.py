@@ -48,6 +48,14 @@ def parse_layout(layout: Any) -> Layout:
     return Layout(as_choice("layout", layout, ("NCX", "NXC")))
 
 
+def auto_pad_name(auto_pad: Any) -> str:
+    """auto_pad in ONNX's spelling, validated. The empty string is NOTSET: onnxruntime, OpenVINO
+    and onnx.reference accept it, and exported models write the default that way (semantics 3.5)."""
+    if isinstance(auto_pad, str) and auto_pad == "":
+        return "NOTSET"
+    return as_choice("auto_pad", auto_pad, tuple(_AUTO_PAD))
+
+
 def _absent_before(name: str, since: int, version: int) -> AvgPoolError:
     return AvgPoolError(f"`{name}` does not exist before AveragePool-{since} (opset {since}); this is AveragePool-{version}")
 
@@ -65,7 +73,7 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel_shape: Any, *, 
     dilations_ = (1,) * n if dilations is None else as_int_tuple("dilations", dilations, n, axes_text, minimum=1)
     flat_pads = (0,) * (2 * n) if pads is None else as_int_tuple(
         "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0)
-    mode = _AUTO_PAD[as_choice("auto_pad", auto_pad, tuple(_AUTO_PAD))]
+    mode = _AUTO_PAD[auto_pad_name(auto_pad)]
     if mode is not PadMode.EXPLICIT and any(flat_pads):
         raise AvgPoolError(f"`pads` is {flat_pads} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with auto_pad")
     ceil = as_flag("ceil_mode", ceil_mode)

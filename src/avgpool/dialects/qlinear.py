@@ -16,9 +16,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..attributes import as_choice, as_flag, as_int_tuple
+from ..attributes import as_flag, as_int_tuple
 from ..errors import AvgPoolError
 from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
+from .onnx import auto_pad_name
 
 LABEL = "QLinearAveragePool"
 
@@ -30,7 +31,6 @@ GLOBAL_SCALE_MAX = np.float32(256.0)
 GLOBAL_MAX_IMAGE = 1 << 24
 
 _BOUNDS = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
-_AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def make_geometry(input_shape: tuple[int, ...], kernel_shape: Any, strides: Any,
     strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
     flat = (0,) * (2 * n) if pads is None else as_int_tuple(
         "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0)
-    mode = as_choice("auto_pad", auto_pad, _AUTO_PAD)
+    mode = auto_pad_name(auto_pad)  # "" is NOTSET, as onnxruntime reads it
     if mode != "NOTSET" and any(flat):
         raise AvgPoolError(f"`pads` is {flat} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with "
                            "auto_pad (onnxruntime silently ignores them; avgpool follows the spec and refuses)")
