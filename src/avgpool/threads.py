@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import time
 import warnings
@@ -45,6 +46,14 @@ _MAX_POOLS = 64  # pools the helpers can be switched to (older ones are forgotte
 
 def thread_count() -> int:
     """The threads avgpool may use: numba's setting (NUMBA_NUM_THREADS, numba.set_num_threads)."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if getattr(parallel, "_is_initialized", False):
+        # numba.get_num_threads() without the two locks it takes every time to check that its
+        # threading layer is up: one is shared between processes, and a thread holding it when
+        # the process forks leaves the child stuck, or the child then keeps it from the parent
+        count = getattr(parallel, "_get_num_threads", lambda: 0)()
+        if count > 0:
+            return count
     import numba
 
     return numba.get_num_threads()
@@ -191,12 +200,47 @@ _CREW: list[_Crew] = []
 _CREW_LOCK = threading.Lock()
 
 
-def _forget_crew() -> None:
-    _CREW.clear()  # a forked child has none of the parent's threads
+_HELD_FOR_FORK: list[Any] = []
+
+
+def _fork_locks() -> list[Any]:
+    """The locks a thread may hold while it pools, in the order threads take them: the crew's
+    creation, numba's compiler lock (also taken to look compiled code up), numba's threading
+    layer's initialisation, llvmlite's lock around every LLVM call. Only those of modules
+    already imported: a fork imports nothing."""
+    compiler = sys.modules.get("numba.core.compiler_lock")
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    locks = [_CREW_LOCK,
+             getattr(compiler, "global_compiler_lock", None),
+             getattr(parallel, "_backend_init_thread_lock", None),
+             getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None)]
+    return [lock for lock in locks if hasattr(lock, "acquire") and hasattr(lock, "release")]
+
+
+def _before_fork() -> None:
+    """Fork only while no other thread holds a lock that a child's first calls need: in the
+    child that thread does not exist, so a lock it held stays held forever (children forked
+    while another thread pooled new shapes hung in 1 to 6 of 40 forks, in llvmlite's lock).
+    Waits for those threads to leave them: microseconds, or a compilation in progress."""
+    for lock in _fork_locks():
+        lock.acquire()
+        _HELD_FOR_FORK.append(lock)
+
+
+def _after_fork_in_parent() -> None:
+    while _HELD_FOR_FORK:
+        _HELD_FOR_FORK.pop().release()
+
+
+def _after_fork_in_child() -> None:
+    _after_fork_in_parent()  # the forking thread holds the child's copies too
+    _CREW.clear()  # a forked child has none of the parent's helper threads: it starts its own
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_crew)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def _crew() -> _Crew | None:
