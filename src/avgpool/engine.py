@@ -215,6 +215,11 @@ class PreparedPool:
             out_flags = out.flags if type(out) is np.ndarray else None
             if out_flags is None or out.shape != self.out_shape or out.dtype != self.dtype or not out_flags.writeable:
                 check_out(out, self.out_shape, self.dtype)  # raises, naming what is wrong
+                if out_flags is None:
+                    # an ndarray subclass (np.memmap, open_memmap's, a user's): written through a
+                    # plain view of its memory, as the kernels take plain arrays; returned itself
+                    self(x, out.view(np.ndarray))
+                    return out
             # two arrays that each own their memory cannot overlap: the common case skips the
             # bounds test (it costs more than a tiny pool)
             separate = out.base is None and x.base is None and out is not x
