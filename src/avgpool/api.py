@@ -11,6 +11,7 @@ from . import engine
 from .dialects import onnx as onnx_dialect
 from .errors import AvgPoolError, error_context
 from .inputs import as_input_array, as_input_shape
+from .memo import Memo, Unhashable, call_prepared, ints
 from .shape import infer_output_shape
 
 
@@ -38,13 +39,33 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
+    key = None
+    if type(x) is np.ndarray:
+        try:
+            key = (x.shape, x.dtype, ints(kernel_shape), ints(strides), ints(pads), ints(dilations), type(auto_pad),
+                   auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad), count_include_pad, type(opset), opset,
+                   type(layout), layout)
+        except Unhashable:
+            key = None
+        else:
+            found = _CALLS.get(key)
+            if found is not None:  # validated before: the prepared pool
+                return call_prepared(*found, x, out)
     version = onnx_dialect.op_version(opset)
-    with error_context(onnx_dialect.label(version)):
+    label = onnx_dialect.label(version)
+    with error_context(label):
         array, spec, layout_ = _validated(x, version, kernel_shape=kernel_shape, strides=strides, pads=pads,
                                           auto_pad=auto_pad, ceil_mode=ceil_mode,
                                           count_include_pad=count_include_pad, dilations=dilations, opset=opset,
                                           layout=layout)
-        return engine.pool(array, spec, layout_, out)
+        prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
+        if key is not None and array is x:
+            _CALLS.put(key, (prepared, label))
+        return prepared(array, out)
+
+
+#: Calls of :func:`average_pool` validated before: their key -> (prepared pool, operator label).
+_CALLS = Memo(512)
 
 
 class AveragePool:

@@ -197,14 +197,22 @@ class PreparedPool:
     out_shape: tuple[int, ...]
     dtype: np.dtype
     slabs: int
-    kernel: Callable[..., None]  # kernel(x, out, first slab, stop slab, *kernel_args)
+    kernel: Callable[..., None]  # kernel(x, out, first slab, stop slab, *kernel_args): the dispatcher
     kernel_args: tuple
     pieces: int  # shared between threads when more than 1
     as_bits: bool  # float16/bfloat16 reach the kernel as their uint16 bit patterns
     empty: bool = field(init=False)  # nothing to compute
+    # the kernel's compiled entry for flat arrays (jit.flat_signature), called without numba's
+    # dispatcher: no argument typing per call, and one specialisation for any input
+    call: Callable[..., None] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "empty", self.slabs == 0 or math.prod(self.out_shape) == 0)
+        from .kernels import jit
+
+        bits = np.dtype(np.uint16) if self.as_bits else self.dtype
+        entry = jit.compiled(self.kernel, jit.flat_signature(bits, bits, self.kernel_args)).entry_point
+        object.__setattr__(self, "call", entry)
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # a tiny pool costs about as much as this method, hence each flags object fetched once,
@@ -232,7 +240,7 @@ class PreparedPool:
         if self.as_bits:
             flat_x, flat_out = flat_x.view(np.uint16), flat_out.view(np.uint16)
         if self.pieces == 1:  # the common small call: no thread machinery in the way
-            self.kernel(flat_x, flat_out, 0, self.slabs, *self.kernel_args)
+            self.call(flat_x, flat_out, 0, self.slabs, *self.kernel_args)
         else:
             threads.run_pieces(self.kernel, flat_x, flat_out, self.slabs, self.pieces, self.kernel_args)
         if target is not out:
@@ -345,8 +353,3 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
             bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
-
-
-def pool(x: np.ndarray, spec: PoolSpec, layout: Layout, out: np.ndarray | None = None) -> np.ndarray:
-    """Average-pool a validated float array (native byte order, any strides) with ``spec``."""
-    return prepare(spec, x.shape, x.dtype, layout)(x, out)

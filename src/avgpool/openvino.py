@@ -12,6 +12,7 @@ from .dialects import openvino as openvino_dialect
 from .empty_windows import apply_onednn_empty_windows
 from .errors import error_context
 from .inputs import as_input_array, as_input_shape
+from .memo import Memo, Unhashable, call_prepared, ints
 from .shape import infer_output_shape
 from .spec import Layout
 
@@ -46,14 +47,34 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
     explicit pad as long as the dilated kernel, an attribute the version does not have, or any
     invalid value.
     """
+    key = None
+    if type(x) is np.ndarray:
+        try:
+            key = (x.shape, x.dtype, ints(kernel), ints(strides), ints(pads_begin), ints(pads_end), ints(dilations),
+                   type(exclude_pad), exclude_pad, type(rounding_type), rounding_type, type(auto_pad), auto_pad,
+                   type(version), version)
+        except Unhashable:
+            key = None
+        else:
+            found = _CALLS.get(key)
+            if found is not None:  # validated before: the prepared pool
+                prepared, label, spec = found
+                return apply_onednn_empty_windows(call_prepared(prepared, label, x, out), spec, x.shape)
     version = openvino_dialect.check_version(version)
-    with error_context(openvino_dialect.label(version)):
+    label = openvino_dialect.label(version)
+    with error_context(label):
         array = as_input_array(x, openvino_dialect.DTYPES, openvino_dialect.DTYPES_TEXT, min_rank=0)
         spec = openvino_dialect.make_spec(version, array.shape, kernel, exclude_pad=exclude_pad, strides=strides,
                                           pads_begin=pads_begin, pads_end=pads_end, rounding_type=rounding_type,
                                           auto_pad=auto_pad, dilations=dilations)
-        result = engine.pool(array, spec, Layout.NCX, out)
-        return apply_onednn_empty_windows(result, spec, array.shape)
+        prepared = engine.prepare(spec, array.shape, array.dtype, Layout.NCX)
+        if key is not None and array is x:
+            _CALLS.put(key, (prepared, label, spec))
+        return apply_onednn_empty_windows(prepared(array, out), spec, array.shape)
+
+
+#: Calls of :func:`avg_pool` validated before: key -> (prepared pool, operator label, spec).
+_CALLS = Memo(512)
 
 
 def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, exclude_pad: bool,

@@ -29,9 +29,11 @@ from __future__ import annotations
 import platform
 
 from llvmlite import ir
-from numba import carray, njit, types
+from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .jit import compiled, flat_signature, kernel
 
 CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED, CALLER_CPU, HELPER_CPUS = range(10)
 #: What :func:`serve` returns when its helper shares a CPU with the caller.
@@ -130,7 +132,7 @@ def _current_cpu(typingctx):
     return types.int64(), codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _idle(rounds):
     """One idle read's wait: a pause, and every few reads the core offered to other threads."""
     _pause()
@@ -162,7 +164,7 @@ def call_native(typingctx, address, x, out, lo, hi, args):
     return types.boolean(address, x, out, lo, hi, args), codegen
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _run_piece(kernel, board, claim, x_like, out_like, args):
     """Run the claimed piece ``claim & mask`` of the posted job with the kernel at address
     ``kernel``; count it done (failed or not)."""
@@ -174,7 +176,7 @@ def _run_piece(kernel, board, claim, x_like, out_like, args):
     _add(board, DONE, 1)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _claim(board):
     """Claim an unclaimed piece of the posted job: its CLAIM word, or -1 when none is left."""
     while True:
@@ -185,7 +187,7 @@ def _claim(board):
             return claim
 
 
-@njit(cache=True, nogil=True)
+@kernel(entry=True, nogil=True)
 def lead(kernel, board, pool, x, out, items, pieces, *args):
     """Post ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces`` (``kernel``: the address
     from :func:`native_address`) and take pieces until none is left; return when all are
@@ -218,7 +220,7 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     return _load(board, FAILED) == 0
 
 
-@njit(cache=True, nogil=True)
+@kernel(entry=True, nogil=True)
 def serve(kernel, board, pool, x_like, out_like, rounds, may_move, *args):
     """Take pieces of the jobs of pool ``pool`` (kernel at address ``kernel``, input and output
     shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, the pool id
@@ -249,10 +251,12 @@ def native_address(kernel, x, out, args) -> int:
     ``x`` and ``out``, int64 bounds and ``args``: what :func:`lead` and :func:`serve` call."""
     from numba import typeof
 
-    signature = (types.Array(typeof(x).dtype, x.ndim, "C"), types.Array(typeof(out).dtype, out.ndim, "C"),
-                 types.int64, types.int64, *(typeof(a) for a in args))
-    kernel.compile(signature)
-    result = kernel.overloads[signature]
+    if x.ndim == 1 and out.ndim == 1:
+        signature = flat_signature(x.dtype, out.dtype, args)
+    else:
+        signature = (types.Array(typeof(x).dtype, x.ndim, "C"), types.Array(typeof(out).dtype, out.ndim, "C"),
+                     types.int64, types.int64, *(typeof(a) for a in args))
+    result = compiled(kernel, signature)
     address = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
     if not address:
         raise RuntimeError(f"no native code for {kernel.__name__}{signature}")

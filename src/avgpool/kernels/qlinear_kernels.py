@@ -23,11 +23,10 @@ Global path (MLAS ``MlasQLinearGlobalAveragePool``):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 
-
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+@kernel(nogil=True, inline="always", error_model="numpy")
 def _quantize(acc, divisor, ys, yzp, qmin, qmax):
     """onnxruntime's ``nearbyintf(acc / divisor / y_scale + y_zp)`` clamped to [qmin, qmax], all in
     float32 (yzp, qmin, qmax are float32 integers); clamping first saturates where onnxruntime's
@@ -38,7 +37,7 @@ def _quantize(acc, divisor, ys, yzp, qmin, qmax):
     return np.int32(np.rint(q))
 
 
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+@kernel(nogil=True, inline="always", error_model="numpy")
 def _quantize_pow2(acc, inverse, ys, yzp, qmin, qmax):
     """:func:`_quantize` for a power-of-two divisor, given as its inverse: ``acc * 2**-k`` is
     ``acc / 2**k`` exactly (both are the correctly rounded value of the same real number)."""
@@ -54,7 +53,7 @@ def _quantize_pow2(acc, inverse, ys, yzp, qmin, qmax):
 # the inverses of power-of-two divisors); fq = [x_scale, y_scale]; iq = [x_zp, y_zp, qmin, qmax]
 
 
-@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
 def pool_ncx(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
     """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
 
@@ -132,12 +131,12 @@ def pool_ncx(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
 _U = np.uint64
 
 
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+@kernel(nogil=True, inline="always", error_model="numpy")
 def _tap(v, xs, fzp):
     return xs * (np.float32(v) - fzp)
 
 
-@njit(cache=True, nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
 def _sum_four(acc, fresh, xf, pa, pb, pc, pe, xs, fzp):
     """``acc (+)= t(a) + t(b) + t(c) + t(e)`` in that order, the taps at offsets ``pa..pe`` of ``xf``
     (``fresh``: acc holds nothing yet)."""
@@ -152,7 +151,7 @@ def _sum_four(acc, fresh, xf, pa, pb, pc, pe, xs, fzp):
                 + _tap(xf[pe + i], xs, fzp)
 
 
-@njit(cache=True, nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
 def _finish(src, xf, pa, pb, pc, pe, rest, of, q, quantize, d, xs, fzp, ys, yzp, qmin, qmax):
     """``src`` plus the window's last ``rest`` (1 to 4) taps, quantized into ``of[q:q + C]`` by
     ``quantize`` (:func:`_quantize`, or :func:`_quantize_pow2` with ``d`` the inverse of the
@@ -177,7 +176,7 @@ def _finish(src, xf, pa, pb, pc, pe, rest, of, q, quantize, d, xs, fzp, ys, yzp,
             of[q + i] = quantize(src[i] + _tap(xf[pa + i], xs, fzp), d, ys, yzp, qmin, qmax)
 
 
-@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
 def pool_nxc(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
     """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column): one window
     at a time, every channel at once (vectorised over the contiguous channels)."""
@@ -234,7 +233,7 @@ def pool_nxc(x, out, lo, hi, row_ptr, row_idx, first, count, div, geo, fq, iq):
 # integer global path: fq = [scale, qmin - y_zp, qmax - y_zp] (float32), iq = [-x_zp * n, y_zp]
 
 
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
+@kernel(nogil=True, inline="always", error_model="numpy")
 def _requantize(total, bias, scale, lo, hi, yzp):
     """MLAS: ``f = float(int32(total + bias)) * scale`` clamped to [lo, hi], rounded half to even."""
     s = total + bias
@@ -245,7 +244,7 @@ def _requantize(total, bias, scale, lo, hi, yzp):
     return np.int32(np.rint(f)) + yzp
 
 
-@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
 def global_ncx(x, out, lo, hi, fq, iq):
     """x (P * n,) flat, out (P,): planes ``lo <= p < hi``."""
     n = x.shape[0] // out.shape[0]
@@ -262,7 +261,7 @@ def global_ncx(x, out, lo, hi, fq, iq):
         part[i] = _requantize(sums[i], bias, scale, flo, fhi, yzp)
 
 
-@njit(cache=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
 def global_nxc(x, out, lo, hi, fq, iq):
     """x (N, n, C), out (N, C): batches ``lo <= b < hi``. Sums of up to 128 rows fit int16
     (|x| <= 255), which packs twice as many lanes per vector as int32."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 from .crew import call_native
 from .separable import _COMPUTE, _JIT, _U
@@ -45,7 +45,7 @@ _EXPONENT_ALL_ONES = 0x7F800000  # float32 bits at and above it (absolute value)
 _PER_LINE = dict(_COMPUTE, inline="always")
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def fixed_point_exponent(bits, n0, n1, headroom):
     """For the float32 values whose bit patterns are ``bits[n0:n1]``: the exponent ``q`` such
     that every value is an integer multiple of ``2**q`` and below ``2**(q + headroom)`` in
@@ -69,7 +69,7 @@ def fixed_point_exponent(bits, n0, n1, headroom):
     return q
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _fixed(value, to_int):
     """``value * to_int`` as an int64: exact, ``to_int`` being ``2**-q`` with ``q`` from
     :func:`fixed_point_exponent` over the values converted."""
@@ -81,7 +81,7 @@ def _fixed(value, to_int):
 _FLOAT32_TOP_POWER = 2.0**127
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _fixed32(value, to_int):
     """:func:`_fixed` with the product taken in float32 (``to_int`` a float32), which one
     instruction converts to int64 where :func:`_fixed` needs two conversions. Exact as long as
@@ -90,14 +90,14 @@ def _fixed32(value, to_int):
     return np.int64(value * to_int)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _to_fixed_point(x, n0, n1, to_int, dst, d0):
     """``dst[d0 + i] = x[n0 + i]`` as an integer (:func:`_fixed`) for ``i < n1 - n0``."""
     for i in range(_U(n1 - n0)):
         dst[_U(d0) + i] = _fixed(x[_U(n0) + i], to_int)
 
 
-@njit(**_PER_LINE)
+@kernel(**_PER_LINE)
 def _line_to_fixed_point(x, p, length, pad_begin, to_int, line):
     """``line`` = ``pad_begin`` zeros, the ``length`` values of ``x`` from ``p`` as integers
     (:func:`_fixed`), then zeros to its end: every window of the line lies inside it."""
@@ -109,7 +109,7 @@ def _line_to_fixed_point(x, p, length, pad_begin, to_int, line):
         line[i] = 0
 
 
-@njit(**_PER_LINE)
+@kernel(**_PER_LINE)
 def _line_window_sums(line, n_out, k, sums):
     """``sums[o] = line[o] + ... + line[o + k - 1]`` for ``o < n_out``, eight at a time after the
     first (:func:`.vector_scan.window_blocks`): ``line`` must hold ``n_out + k + 7`` values and
@@ -121,7 +121,7 @@ def _line_window_sums(line, n_out, k, sums):
     window_blocks(line, 0, k, sums, 1, (n_out - 1 + LANES - 1) // LANES, total)
 
 
-@njit(**_PER_LINE)
+@kernel(**_PER_LINE)
 def _scale_line(sums, out, w, m, scale, factors, f):
     """``out[w + i] = float64(sums[i]) * scale * factors[f + i]`` for ``i < m``: a line's
     integer window sums as the output, rounded once from float64."""
@@ -129,7 +129,7 @@ def _scale_line(sums, out, w, m, scale, factors, f):
         out[w + i] = np.float64(sums[i]) * scale * factors[f + i]
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, to_int, line, sums, final, out, unit, scales,
                    t0):
     """Window sums of ``k`` taps at stride 1 along a contiguous axis: ``rows`` lines of
@@ -150,7 +150,7 @@ def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, to_int, li
                 dst[w + i] = sums[i]
 
 
-@njit(**_PER_LINE)
+@kernel(**_PER_LINE)
 def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
     """Move ``line[lead:lead + width]``, the column sums of rows ``a..b`` of the float rows of
     ``width`` values from ``p`` (as integers, times ``to_int``), to rows ``f..e``: one loop for
@@ -184,7 +184,7 @@ def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
     return a, b
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, unit, line, sums):
     """A 2-D NCX slab in one sweep, every intermediate in cache: for each output row, the column
     sums of its window's rows (a running vector sum over the input rows, kept between zeros in
@@ -209,7 +209,7 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
         _scale_line(sums, out, w, m, scale, scales, t1)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _running_rows(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, acc, final, out, o0, unit,
                   scales, row_factors, inner_factors):
     """Window sums along an axis of rows of ``inner`` values, for ``outer`` runs of ``length``
@@ -272,7 +272,7 @@ def _running_rows(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, cou
                     dst[w + i] = acc[i] if c > 0 else 0
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
                  row_factors, inner_factors, one_sweep, ints, size, acc, line, sums):
     """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails.
@@ -305,7 +305,7 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
     return True
 
 
-@njit(**_JIT)
+@kernel(**_JIT)
 def _cache_aligned(size, first):
     """``size`` uninitialised int64s whose element ``first`` starts a 64-byte cache line. The
     allocator aligns to 32 bytes only, and a vector store that straddles two lines costs about
@@ -317,7 +317,7 @@ def _cache_aligned(size, first):
     return spare[skip:skip + size]
 
 
-@njit(**_JIT)
+@kernel(entry=True, **_JIT)
 def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
                      global_scale, passes, headroom, row_factors, inner_factors, int_size, exact_group, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``exact_group`` slabs exactly

@@ -22,18 +22,18 @@ negative-index wraparound test and LLVM vectorises the loop (3 to 5 times faster
 loop takes slices, because each numba slice costs two atomic reference-count updates (slices
 per row made a 28x28 pool four times slower than its arithmetic).
 
-Compiling costs seconds per dtype pair, so it happens lazily on first use and is cached on disk
-(``cache=True``). Kernels validate nothing: the engine hands them consistent tables.
+Compiling costs a minute per dtype, so it happens lazily on first use, and the machine code is
+cached on disk or shipped precompiled (:mod:`.jit`). Kernels validate nothing: the engine hands them consistent tables.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .jit import kernel
 
 from .halfwidth import narrow, widen
 
-_JIT = dict(cache=True, nogil=True, error_model="numpy", boundscheck=None)
+_JIT = dict(nogil=True, error_model="numpy", boundscheck=None)
 # Functions that allocate nothing are compiled without numba's reference counting: with it, every
 # call that passes arrays costs two atomic updates per array (measured: 47 ns per call with eight
 # arrays, ~0.2 us per group of slabs through the pass functions), and two threads updating the
@@ -52,13 +52,13 @@ TILE_ROWS = 16
 TILE_MAX_LENGTH = 2048
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _side_by_side(taps, tap_step, stride):
     """Whether windows go by :func:`_side_by_side_sums`: 4 or 8 contiguous taps at that stride."""
     return tap_step == 1 and stride == taps and (taps == 4 or taps == 8)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _side_by_side_sums(src, p, dst, o, m, taps, scale, acc):
     """``dst[o + i] = scale * sum_j src[p + taps*i + j]`` for ``i < m``, ``taps`` 4 or 8: windows
     side by side along a contiguous axis, summed in pairs, each level a loop of literal stride 2,
@@ -78,7 +78,7 @@ def _side_by_side_sums(src, p, dst, o, m, taps, scale, acc):
         dst[o + i] = (acc[level + two * i] + acc[level + two * i + one]) * scale
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, stride, scale, acc):
     """``dst[w + a*dst_row + i] = scale * sum_j src[p0 + a*src_row + j*tap_step + i*stride]``
     for ``a < rows``, ``i < m``: the one loop nest every direct sum goes through.
@@ -159,7 +159,7 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
         _last_taps(src, p + _U(j) * t1, t1, stride, taps - j, acc, dst, o, m, scale)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _add_three_taps(src, p, t1, stride, acc, m, assign):
     """``acc[i] (= or +=) src[q] + src[q + t1] + src[q + 2 t1]``, ``q = p + i * stride``. Every
     branch sits outside the loops and strides 1 and 2 are literals, so that LLVM vectorises."""
@@ -190,7 +190,7 @@ def _add_three_taps(src, p, t1, stride, acc, m, assign):
                 acc[i] += f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _add_six_taps(src, p, t1, acc, m, assign):
     """``acc[i] (= or +=)`` the six taps ``src[p + i + j t1]``, ``j < 6`` (stride 1)."""
     f64 = np.float64
@@ -208,7 +208,7 @@ def _add_six_taps(src, p, t1, acc, m, assign):
                        + f64(src[p + t4 + i]) + f64(src[p + t5 + i]))
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _last_taps(src, p, t1, stride, taps, acc, dst, o, m, scale):
     """``dst[o + i] = (acc[i] + the 1 to 3 taps at q = p + i * stride, t1 apart) * scale``."""
     f64 = np.float64
@@ -237,7 +237,7 @@ def _last_taps(src, p, t1, stride, taps, acc, dst, o, m, scale):
                               + f64(src[p + t2 + us * i])) * scale
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride, lo, hi, acc,
                  u0, u1):
     """Direct sums along an axis: ``outer`` rows of ``length`` x ``inner`` values, outputs
@@ -265,7 +265,7 @@ def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, coun
                           n_out * inner, inner, counts[t0 + o], dil * inner, 1, scales[t0 + o], acc)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _edge_column(src, p0, dst, w, rows, length, n_out, taps, dil, scale):
     """``dst[w + a*n_out] = scale * sum_j src[p0 + a*length + j*dil]`` for ``a < rows``: one
     clipped window per row along a contiguous axis."""
@@ -278,7 +278,7 @@ def _edge_column(src, p0, dst, w, rows, length, n_out, taps, dil, scale):
         dst[o + a * out_step] = total * scale
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, scale, dil, stride, lo, hi, acc):
     """The windows ``lo..hi`` of every row, which lie wholly inside the input and share a divisor."""
     start = s0 + first * inner
@@ -306,7 +306,7 @@ def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, s
                           n_out * inner, inner, taps, dil * inner, 1, scale, acc)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _block_partial_sums(src, s0, length, inner, row_stride, dil, block, prefix, suffix):
     """Prefix and suffix sums within blocks of ``block`` taps of each residue class mod ``dil``.
 
@@ -367,7 +367,7 @@ def _block_partial_sums(src, s0, length, inner, row_stride, dil, block, prefix, 
                     suffix[p + i] = suffix[p + step + i] + src[v + i]
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil, block, prefix, suffix):
     """Window sums from block partial sums: cost independent of the kernel size. A window of at
     most ``block`` taps is a suffix of one block plus a prefix of the next, or lies in one block
@@ -400,7 +400,7 @@ def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil,
                 dst[w + i] = 0.0 * d  # no valid tap: 0 * (1/0) is NaN unless padding counts
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _partial_block(src, s0, first, stop, inner, buf, off, backward):
     """Running sums of rows ``first..stop`` into ``buf[off:]`` (row ``first`` at ``off``), from
     the first row forward or from the last backward."""
@@ -419,7 +419,7 @@ def _partial_block(src, s0, first, stop, inner, buf, off, backward):
                 buf[p + i] = buf[q + i] + src[v + i]
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, block, prefix, suffix):
     """The block pass as one sweep over the blocks (no dilation): at block B only the suffix
     sums of B and the prefix sums of B and B+1 are kept, so the input is read from memory once
@@ -458,7 +458,7 @@ def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, sc
             o += 1
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, splits, scales, prefix, suffix,
               acc, u0, u1, tiles):
     """One pass along ``axis``, its outputs ``u0..u1`` (a band only for direct sums, ``outer == 1``)."""
@@ -477,13 +477,13 @@ def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts
                      lo, hi, acc, u0, u1)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _tile_scratch(length, n_out):
     """Scratch of :func:`_transposed_pass`: the tile in and out, and prefix, suffix and acc."""
     return TILE_ROWS * (4 * length + n_out)
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts, splits, scales, tiles):
     """A pass along a contiguous axis (``inner == 1``), ``TILE_ROWS`` rows at a time turned into
     columns: the block sums then run along rows of ``TILE_ROWS`` values, as vectors, where along
@@ -519,7 +519,7 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
                 dst[p + r * m + o] = tile_out[q + r]
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size,
                 tiles):
     """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``, ``group`` slabs
@@ -574,7 +574,7 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
                               scales, pre, suf, acc, v0, v1, tiles)
 
 
-@njit(fastmath={"reassoc"}, **_COMPUTE)
+@kernel(fastmath={"reassoc"}, **_COMPUTE)
 def _contiguous_sum(x, base, n):
     """A float64 sum of ``n`` values. Reassociation lets LLVM keep vector partial sums (4x faster
     here than one running sum, which waits on each addition); it leaves NaN and Inf semantics
@@ -586,7 +586,7 @@ def _contiguous_sum(x, base, n):
     return total
 
 
-@njit(**_COMPUTE)
+@kernel(**_COMPUTE)
 def _global_slabs(x, out, start, stop, channels, scale, acc):
     """Every axis has one window covering the whole input: one sum per slab and channel.
 
@@ -612,7 +612,7 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
             out[w + c] = acc[c] * scale
 
 
-@njit(**_JIT)
+@kernel(entry=True, **_JIT)
 def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale):
     """Pool slabs ``start..stop`` (any thread: the GIL is released)."""
     scratch = np.empty((2 * group + 3) * scratch_size)
@@ -627,7 +627,7 @@ def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, s
                 scratch_size, np.empty(longest))
 
 
-@njit(**_JIT)
+@kernel(entry=True, **_JIT)
 def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
                   global_scale, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of

@@ -1,0 +1,275 @@
+"""How the kernels are compiled, and where their machine code is found.
+
+numba compiles a kernel on its first call, and avgpool's kernels cost LLVM a minute or more per
+dtype on a 2-core machine (many specialised vector loops). So the machine code of a kernel is
+looked up, in this order, before anything is compiled:
+
+1. the writable cache, where numba itself would put it (``NUMBA_CACHE_DIR``, else the package's
+   ``__pycache__``, else the user's cache folder), keyed by this machine's CPU;
+2. the precompiled kernels shipped in the package (``kernels/precompiled/<level>/``), built by
+   ``tools/precompile.py`` for the portable x86-64 levels :data:`LEVELS`: used when this CPU
+   has every feature of a level and numba, Python and the kernel sources are those they were
+   built from (numba's index checks the last three);
+3. otherwise the kernel is compiled, logged on the ``avgpool`` logger, and saved to the writable
+   cache if there is one.
+
+Nothing here raises for a cache that cannot be written (a read-only install with no writable
+home: :func:`cache_location` is None and every process compiles what is not shipped) or cannot
+be read (a truncated or garbage entry is ignored and replaced): a cache never stops a call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from numba import njit
+from numba.core import caching, compiler, config, event, serialize
+
+LOG = logging.getLogger("avgpool")
+
+#: The shipped machine code: one folder per level of :data:`LEVELS`.
+PRECOMPILED = Path(__file__).with_name("precompiled")
+_V2 = ("cx16", "popcnt", "sahf", "sse3", "sse4.1", "sse4.2", "ssse3")
+_V3 = (*_V2, "avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+#: The x86-64 levels precompiled kernels are built for (LLVM CPU names), best first, with the CPU
+#: features a machine needs to run their code.
+LEVELS = {
+    "x86-64-v4": (*_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
+    "x86-64-v3": _V3,
+}
+#: Set to a folder by tools/precompile.py: entry kernels are saved there, under the level that
+#: numba is configured to compile for (NUMBA_CPU_NAME), instead of the writable cache.
+BUILD_ENV = "AVGPOOL_BUILD_PRECOMPILED"
+#: Set to 0 to ignore the shipped kernels (then every kernel is compiled for this very CPU), or to
+#: a level of :data:`LEVELS` to use only that one.
+USE_ENV = "AVGPOOL_PRECOMPILED"
+
+_noticed: set[str] = set()  # one log line per kind of cache trouble, not one per kernel
+
+
+def _notice_once(kind: str, message: str, *args: Any) -> None:
+    if kind not in _noticed:
+        _noticed.add(kind)
+        LOG.warning(message, *args)
+
+
+def kernel(*, entry: bool = False, **options: Any) -> Any:
+    """``numba.njit(**options)`` with avgpool's cache. ``entry``: a kernel the engine calls from
+    Python, whose machine code is shipped precompiled (the kernels it calls are linked into it)."""
+    def decorate(py_func: Any) -> Any:
+        dispatcher = njit(**options)(py_func)
+        dispatcher._cache = KernelCache(py_func, entry)
+        return dispatcher
+    return decorate
+
+
+def _levels_of_this_cpu() -> tuple[str, ...]:
+    """The levels of :data:`LEVELS` this CPU can run, best first."""
+    import llvmlite.binding as llvm
+
+    try:
+        features = {name for name, present in llvm.get_host_cpu_features().items() if present}
+    except RuntimeError:  # LLVM cannot tell on this platform
+        return ()
+    return tuple(level for level, needed in LEVELS.items() if features.issuperset(needed))
+
+
+def shipped_levels() -> tuple[str, ...]:
+    """The precompiled levels a call may use here, best first (none under NUMBA_BOUNDSCHECK or
+    with AVGPOOL_PRECOMPILED=0, or while building them)."""
+    choice = os.environ.get(USE_ENV, "")
+    if config.BOUNDSCHECK or choice == "0" or os.environ.get(BUILD_ENV):
+        return ()
+    return tuple(level for level in _USABLE_LEVELS if choice in ("", "1", level))
+
+
+_USABLE_LEVELS = _levels_of_this_cpu()
+
+
+def _source_stamp(path: str) -> bytes:
+    st = os.stat(path)
+    return caching._hash_source_file(path, st.st_mtime, st.st_size)
+
+
+def _writable_cache_path(py_func: Any, source: str) -> str | None:
+    """Where numba would cache ``py_func``: the first of its locators that can write, or None."""
+    for locator_class in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator,
+                          caching.UserWideCacheLocator):
+        try:
+            locator = locator_class.from_function(py_func, source)
+        except OSError:
+            locator = None
+        if locator is not None:
+            return locator.get_cache_path()
+    return None
+
+
+class KernelCache(caching._Cache):
+    """numba's per-function cache (same files and index keys), with the shipped precompiled
+    levels as a second, read-only tier, and no failure that stops a call."""
+
+    def __init__(self, py_func: Any, entry: bool) -> None:
+        self._py_func = py_func
+        self._name = f"{py_func.__module__}.{py_func.__qualname__}"
+        self._entry = entry
+        self._files: dict[str, caching.IndexDataCacheFile] = {}
+        self._writable_path: str | None | bool = False  # looked up on first use
+        self._enabled = True
+
+    # -- numba's interface
+    @property
+    def cache_path(self) -> str:
+        return self._writable() or ""
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def flush(self) -> None:
+        file = self._file(self._writable())
+        if file is not None:
+            file.flush()
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        if not self._enabled:
+            return None
+        target_context.refresh()
+        triple, cpu, features = target_context.codegen().magic_tuple()
+        found = self._load(self._writable(), sig, (triple, cpu, features), target_context)
+        if found is None and self._entry:
+            for level in shipped_levels():
+                found = self._load(str(PRECOMPILED / level), sig, (triple, level, ""), target_context)
+                if found is not None:
+                    break
+        return found
+
+    def save_overload(self, sig: Any, cres: Any) -> None:
+        path = self._writable()
+        if path is None:
+            _notice_once("none", "avgpool: no writable folder for compiled kernels (set NUMBA_CACHE_DIR to keep "
+                         "them); each process compiles again what is not shipped precompiled")
+        if not self._enabled or path is None or cres.objectmode or cres.lifted or cres.library.has_dynamic_globals:
+            return  # nothing numba could cache either (avgpool's kernels have none of these)
+        key = self._key(sig, cres.codegen.magic_tuple())
+        try:
+            os.makedirs(path, exist_ok=True)
+            file = self._file(path)
+            try:
+                file.save(key, cres._reduce())
+            except Exception:  # noqa: BLE001 - an unreadable index: start it again
+                file.flush()
+                file.save(key, cres._reduce())
+        except Exception as err:  # noqa: BLE001 - a cache that cannot be written only costs time
+            _notice_once("write", "avgpool: cannot write compiled kernels to %s (%s); later processes compile "
+                         "them again", path, err)
+
+    # -- the tiers
+    def _writable(self) -> str | None:
+        if self._writable_path is False:
+            build = os.environ.get(BUILD_ENV)
+            if build and self._entry:
+                self._writable_path = os.path.join(build, config.CPU_NAME or "host")
+            else:
+                self._writable_path = _writable_cache_path(self._py_func, inspect.getfile(self._py_func))
+        return self._writable_path
+
+    def _file(self, path: str | None) -> caching.IndexDataCacheFile | None:
+        if path is None:
+            return None
+        file = self._files.get(path)
+        if file is None:
+            source = inspect.getfile(self._py_func)
+            base = "%s.%s-%d.py%d%d%s" % (os.path.splitext(os.path.basename(source))[0], self._py_func.__qualname__,
+                                          self._py_func.__code__.co_firstlineno, *sys.version_info[:2],
+                                          getattr(sys, "abiflags", ""))
+            file = self._files[path] = caching.IndexDataCacheFile(path, base, _source_stamp(source))
+        return file
+
+    def _key(self, sig: Any, magic: tuple) -> tuple:
+        """numba's index key (caching.Cache._index_key) for ``magic``, the machine's identity."""
+        code = self._py_func.__code__.co_code
+        closure = self._py_func.__closure__
+        cells = serialize.dumps(tuple(c.cell_contents for c in closure)) if closure is not None else b""
+        return sig, magic, (hashlib.sha256(code).hexdigest(), hashlib.sha256(cells).hexdigest())
+
+    def _load(self, path: str | None, sig: Any, magic: tuple, target_context: Any) -> Any:
+        file = self._file(path) if path is not None and os.path.isdir(path) else None
+        if file is None:
+            return None
+        try:
+            data = file.load(self._key(sig, magic))
+            return None if data is None else compiler.CompileResult._rebuild(target_context, *data)
+        except Exception as err:  # noqa: BLE001 - a truncated or garbage entry: compile again
+            _notice_once("read", "avgpool: ignoring an unreadable compiled kernel in %s (%s); compiling it again",
+                         path, type(err).__name__)
+            return None
+
+
+def cache_location() -> str | None:
+    """The folder compiled kernels are saved to in this process, or None if none is writable."""
+    from . import separable
+
+    return separable.pool_slabs._cache._writable()
+
+
+class _CompileLog(event.Listener):
+    """Logs each compilation of an avgpool kernel that is not part of another one (the only
+    compilations that take a user's time: nested ones are inside them)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def on_start(self, ev: Any) -> None:
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if depth == 0 and self._ours(ev):
+            self._local.start = time.perf_counter()
+            LOG.warning("avgpool: compiling %s for %s on this machine (first use; this can take a minute, "
+                        "and is cached in %s)", ev.data["dispatcher"].py_func.__name__, _types(ev.data["args"]),
+                        cache_location() or "no folder: set NUMBA_CACHE_DIR")
+
+    def on_end(self, ev: Any) -> None:
+        self._local.depth -= 1
+        if self._local.depth == 0 and self._ours(ev):
+            LOG.info("avgpool: compiled %s in %.1f s", ev.data["dispatcher"].py_func.__name__,
+                     time.perf_counter() - self._local.start)
+
+    @staticmethod
+    def _ours(ev: Any) -> bool:
+        func = getattr(ev.data.get("dispatcher"), "py_func", None)
+        return getattr(func, "__module__", "").startswith("avgpool.")
+
+
+def _types(args: Any) -> str:
+    return ", ".join(str(a) for a in args)[:120]
+
+
+event.register("numba:compile", _CompileLog())
+
+
+def flat_signature(x_dtype: Any, out_dtype: Any, args: tuple) -> tuple:
+    """The one signature an entry kernel is compiled for: ``kernel(x, out, lo, hi, *args)`` with
+    flat C-contiguous ``x`` (read-only: a read-only input needs no other specialisation) and
+    ``out``, int64 bounds and the types of ``args``."""
+    import numpy as np
+    from numba import typeof, types
+
+    return (types.Array(typeof(np.empty(0, x_dtype)).dtype, 1, "C", readonly=True),
+            types.Array(typeof(np.empty(0, out_dtype)).dtype, 1, "C"), types.int64, types.int64,
+            *(typeof(a) for a in args))
+
+
+def compiled(dispatcher: Any, signature: tuple) -> Any:
+    """The compile result of ``dispatcher`` for ``signature``: loaded, or compiled once."""
+    dispatcher.compile(signature)
+    return dispatcher.overloads[signature]

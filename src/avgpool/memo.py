@@ -1,0 +1,79 @@
+"""Remembering validated calls, so that a plain function call costs what a prepared pool costs.
+
+A call is remembered under everything its validation depends on: the input's shape and dtype and
+each attribute value *with its type* (``True == 1 == 1.0`` as dictionary keys, but a float kernel
+size is refused where an int is not). Values that are not plain ints, bools, strings, None or
+lists/tuples of ints are not remembered: such calls are validated every time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import AvgPoolError
+
+
+class Unhashable(Exception):
+    """An attribute value that :func:`freeze` does not remember calls by."""
+
+
+def ints(value: Any) -> tuple[int, ...] | None:
+    """A key for a sequence attribute (or None): its values, when they are all plain ints."""
+    if value is None:
+        return None
+    if type(value) is list or type(value) is tuple:
+        for item in value:
+            if type(item) is not int:
+                raise Unhashable
+        return tuple(value)
+    raise Unhashable
+
+
+def freeze(value: Any) -> Any:
+    """A key for an attribute value that compares equal only when validation would agree."""
+    kind = type(value)
+    if value is None or kind is int or kind is bool or kind is str:
+        return kind, value
+    if kind is tuple or kind is list:
+        for item in value:
+            if type(item) is not int:
+                raise Unhashable
+        return tuple(value)
+    raise Unhashable
+
+
+class Memo:
+    """A dictionary of at most ``size`` entries, the oldest dropped first. Shared by threads without
+    a lock: a lock held by another thread when the process forks would hang the child, and a
+    lost or repeated entry only costs one validation."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Any) -> Any:
+        return self._entries.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        entries = self._entries
+        while len(entries) >= self._size:
+            try:
+                del entries[next(iter(entries))]
+            except (KeyError, StopIteration, RuntimeError):  # another thread changed it meanwhile
+                break
+        entries[key] = value
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+def call_prepared(prepared: Any, label: str, x: Any, out: Any) -> Any:
+    """``prepared(x, out)`` for a remembered call: only ``out`` can be wrong, and its error is
+    labelled with the operator as the validating path labels it."""
+    try:
+        return prepared(x, out)
+    except AvgPoolError as err:
+        raise AvgPoolError(f"{label}: {err}") from None

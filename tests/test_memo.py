@@ -1,0 +1,72 @@
+"""The plain functions remember validated calls: same results and errors as validating each time,
+for arrays that share a shape but not strides, dtype or byte order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import avgpool
+from avgpool import api, onednn, openvino
+
+
+def _fresh(function, *args, **kwargs):
+    """The result of a call validated from scratch (the memo emptied first)."""
+    for memo in (api._CALLS, openvino._CALLS, onednn._CALLS):
+        memo.clear()
+    return function(*args, **kwargs)
+
+
+def test_same_shape_other_strides_dtype_and_byte_order_get_their_own_results():
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((2, 3, 9, 10))
+    variants = [base.astype(np.float32), base.astype(np.float64), np.asfortranarray(base.astype(np.float32)),
+                base.astype(">f4"), np.ascontiguousarray(base.astype(np.float32)[:, :, ::-1]),
+                base.astype(np.float16), np.transpose(base.astype(np.float32).transpose(0, 1, 3, 2), (0, 1, 3, 2))]
+    attributes = dict(strides=[2, 1], pads=[1, 1, 1, 1], ceil_mode=True)
+    for x in variants * 2:  # the second round is answered from the memo
+        remembered = avgpool.average_pool(x, [3, 3], **attributes)
+        assert remembered.dtype == x.dtype.newbyteorder("=")
+        np.testing.assert_array_equal(remembered, _fresh(avgpool.average_pool, x, [3, 3], **attributes))
+        np.testing.assert_array_equal(remembered, avgpool.AveragePool([3, 3], **attributes)(x))
+
+
+@pytest.mark.parametrize("bad", [dict(kernel_shape=[2.0, 2.0]), dict(kernel_shape=[2, 2], ceil_mode=2.5),
+                                 dict(kernel_shape=[2, 2], opset=22.0), dict(kernel_shape=[True, 2]),
+                                 dict(kernel_shape=[2, 2], layout="nhwc")])
+def test_a_value_equal_to_a_remembered_one_but_invalid_is_still_refused(bad):
+    x = np.ones((1, 1, 4, 4), np.float32)
+    avgpool.average_pool(x, [2, 2], ceil_mode=1, opset=22)  # remembered: kernel (2, 2), ints
+    with pytest.raises(avgpool.AvgPoolError):
+        avgpool.average_pool(x, **bad)
+
+
+def test_a_bad_out_is_labelled_on_the_remembered_path_too():
+    x = np.ones((1, 1, 4, 4), np.float32)
+    avgpool.average_pool(x, [2, 2], opset=19)
+    with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-19: `out` has shape"):
+        avgpool.average_pool(x, [2, 2], opset=19, out=np.empty((1, 1, 2, 2), np.float32))
+    with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-19: `out` has shape"):
+        avgpool.average_pool(x, [2, 2], opset=19, out=np.empty((1, 1, 2, 2), np.float32))
+
+
+def test_the_dialect_functions_remember_their_calls_too():
+    x = np.arange(2 * 3 * 7 * 7, dtype=np.float32).reshape(2, 3, 7, 7)
+    kwargs = dict(strides=[2, 2], pads_begin=[3, 3], pads_end=[3, 3], exclude_pad=False, rounding_type="ceil")
+    first = _fresh(openvino.avg_pool, x, [3, 3], **kwargs)  # windows starting past the end: -0.0 / NaN rules
+    np.testing.assert_array_equal(openvino.avg_pool(x, [3, 3], **kwargs), first)
+    assert len(openvino._CALLS) == 1
+    nxc = np.moveaxis(x, 1, -1)
+    kwargs = dict(strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1], exclude_pad=True)
+    first = _fresh(onednn.avg_pool, nxc, [3, 3], **kwargs)
+    np.testing.assert_array_equal(onednn.avg_pool(nxc, [3, 3], **kwargs), first)
+    assert len(onednn._CALLS) == 1
+    np.testing.assert_array_equal(_fresh(onednn.avg_pool, nxc, [3, 3], **kwargs), first)
+
+
+def test_the_memo_is_bounded():
+    x = np.ones((1, 1, 8, 8), np.float32)
+    for size in range(1, 8):
+        for stride in range(1, 100):
+            avgpool.average_pool(x[..., :size], [1, 1], strides=[stride, 1])
+    assert len(api._CALLS) <= 512

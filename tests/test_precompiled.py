@@ -1,0 +1,178 @@
+"""The kernels' machine code: shipped precompiled, cached, or compiled, and never in the way.
+
+Each process test runs avgpool in a fresh interpreter with an empty numba cache, as a new user
+would after ``pip install``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from avgpool.kernels import jit
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled and
+# a digest of results covering every dtype and kernel family.
+BATTERY = textwrap.dedent("""
+    import hashlib, json, sys
+    import numpy as np
+    from numba.core import event
+    compiled = []
+    class Count(event.Listener):
+        def on_start(self, ev):
+            if ev.data["dispatcher"].py_func.__module__.startswith("avgpool."):
+                compiled.append(ev.data["dispatcher"].py_func.__name__)
+        def on_end(self, ev):
+            pass
+    event.register("numba:compile", Count())
+    import avgpool, ml_dtypes
+    kinds = json.loads(sys.argv[1])
+    avgpool.warmup(kinds)
+    rng = np.random.default_rng(7)
+    digest = hashlib.sha256()
+    def add(y):
+        digest.update(np.ascontiguousarray(y).tobytes())
+    if kinds is None or "float32" in kinds:
+        for dtype in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
+            x = (rng.standard_normal((2, 3, 33, 40)) * 10.0 ** rng.integers(-3, 4, (2, 3, 33, 40))).astype(dtype)
+            x.flat[::97] = np.nan
+            for k, s, p in ((1, 1, 0), (2, 2, 0), (3, 1, 1), (4, 4, 0), (5, 1, 2), (13, 1, 6), (25, 1, 12), (7, 3, 3)):
+                add(avgpool.average_pool(x, [k, k], strides=[s, s], pads=[p] * 4, ceil_mode=True))
+                add(avgpool.average_pool(np.moveaxis(x, 1, -1), [k, k], strides=[s, s], pads=[p] * 4, layout="NXC"))
+            add(avgpool.average_pool(x, [33, 40]))
+            add(avgpool.average_pool(x[:, :, 0], [5]))
+            add(avgpool.average_pool(np.ascontiguousarray(x[:, :, :8, :8]).reshape(2, 3, 4, 2, 8), [3, 2, 5]))
+        big = rng.standard_normal((2, 16, 128, 128)).astype(np.float32)
+        add(avgpool.average_pool(big, [5, 5], pads=[2] * 4))
+        add(avgpool.average_pool(big.astype(np.float64), [3, 3]))
+    if kinds is None or "qlinear-uint8" in kinds:
+        for dtype in (np.uint8, np.int8):
+            q = rng.integers(-128 if dtype == np.int8 else 0, 128 if dtype == np.int8 else 256, (2, 4, 9, 11)).astype(dtype)
+            for channels_last in (False, True):
+                qx = np.ascontiguousarray(np.moveaxis(q, 1, -1)) if channels_last else q
+                add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [3, 3], pads=[1] * 4, channels_last=channels_last))
+                add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [9, 11], channels_last=channels_last))
+    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest()}))
+""")
+
+
+def _run_battery(tmp_path: Path, kinds: list[str] | None = None, **env: str) -> dict:
+    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), **env)
+    result = subprocess.run([sys.executable, "-c", BATTERY, json.dumps(kinds)], env=environment, capture_output=True,
+                            text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]) | {"stderr": result.stderr}
+
+
+needs_a_level = pytest.mark.skipif(not jit.shipped_levels(), reason="no precompiled level runs on this CPU")
+
+
+def _entry_kernels():
+    from avgpool.kernels import crew, qlinear_kernels, running, separable
+
+    return [separable.pool_slabs, separable.pool_slabs_16, running.pool_slabs_exact, crew.lead, crew.serve,
+            qlinear_kernels.pool_ncx, qlinear_kernels.pool_nxc, qlinear_kernels.global_ncx, qlinear_kernels.global_nxc]
+
+
+@pytest.mark.parametrize("level", list(jit.LEVELS))
+def test_the_shipped_kernels_are_built_from_the_current_sources(level):
+    # a kernel source edited without `python tools/precompile.py` leaves a stale index: rebuild them
+    for dispatcher in _entry_kernels():
+        index = dispatcher._cache._file(str(jit.PRECOMPILED / level))._load_index()
+        assert index, f"{level}: no current precompiled {dispatcher.py_func.__name__}: run tools/precompile.py"
+
+
+@needs_a_level
+def test_every_kind_of_first_call_loads_shipped_kernels_and_compiles_nothing(tmp_path):
+    result = _run_battery(tmp_path)
+    assert result["compiled"] == []
+    assert "avgpool:" not in result["stderr"]  # no notice, no compile log
+
+
+@needs_a_level
+def test_another_cpu_runs_the_portable_level_with_the_same_results(tmp_path):
+    """Code built for x86-64-v3 (AVX2) on a machine that numba takes for a Haswell (another CPU
+    than the one that built it) is loaded, not compiled, and gives the bits of the best level."""
+    if "x86-64-v3" not in jit.shipped_levels():
+        pytest.skip("this CPU cannot run x86-64-v3 code")
+    best = _run_battery(tmp_path / "best")
+    other = _run_battery(tmp_path / "other", NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="",
+                         AVGPOOL_PRECOMPILED="x86-64-v3")
+    assert other["compiled"] == []
+    assert other["digest"] == best["digest"]
+
+
+@needs_a_level
+def test_a_truncated_or_garbage_cache_entry_is_ignored(tmp_path):
+    """numba's writable cache holding a truncated data file (a crash mid-write) and a garbage
+    index: the calls go on from the next tier, with at most one notice and no traceback."""
+    from numba.core import caching
+
+    level = jit.shipped_levels()[0]
+    kernels = Path(jit.__file__).parent
+    folder = tmp_path / "numba-cache" / caching._CacheLocator.get_suitable_cache_subpath(str(kernels / "jit.py"))
+    shutil.copytree(jit.PRECOMPILED / level, folder)  # valid entries, keyed as on a CPU called `level`
+    for data in folder.glob("separable.pool_slabs-*.nbc"):
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    for index in folder.glob("separable.pool_slabs_16-*.nbi"):
+        index.write_bytes(b"\x80\x04\x95 garbage, not an index")
+    expected = _run_battery(tmp_path / "clean", ["float32"])
+    result = _run_battery(tmp_path, ["float32"], NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES="",
+                          AVGPOOL_PRECOMPILED=level)
+    assert result["compiled"] == [] and result["digest"] == expected["digest"]
+    assert "Traceback" not in result["stderr"]
+    assert len([line for line in result["stderr"].splitlines() if "avgpool" in line]) == 1, result["stderr"]
+
+
+def test_compiling_is_logged_on_the_avgpool_logger(tmp_path):
+    # the QLinear global kernel compiles in a fraction of a second: a cheap compile to watch
+    result = _run_battery(tmp_path, ["qlinear-uint8-global"], AVGPOOL_PRECOMPILED="0")
+    assert "global_ncx" in result["compiled"]
+    assert "avgpool: compiling global_ncx" in result["stderr"]
+
+
+def test_a_read_only_install_without_a_writable_home_runs(tmp_path):
+    """The package copied to a folder nobody may write, run as a user whose home does not exist
+    and with no NUMBA_CACHE_DIR: the call works (precompiled kernels, or compiled in memory) with
+    at most one notice."""
+    install = Path(tempfile.mkdtemp(prefix="avgpool-read-only-")) / "site"  # tmp_path's parents may be private
+    shutil.copytree(SRC / "avgpool", install / "avgpool", ignore=shutil.ignore_patterns("__pycache__"))
+    for path in [install, *install.rglob("*")]:
+        mode = path.stat().st_mode
+        path.chmod((mode | stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH | (
+            stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if path.is_dir() else 0)) & ~(stat.S_IWUSR | stat.S_IWGRP
+                                                                                    | stat.S_IWOTH))
+    install.parent.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(HOME="/nonexistent", PYTHONPATH=str(install), AVGPOOL_PRECOMPILED="1")
+    code = ("import numpy as np, avgpool; x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4); "
+            "y = avgpool.average_pool(x, [2, 2], strides=[2, 2]); print(y.ravel().tolist()); "
+            "print(avgpool.cache_location()); print(avgpool.__file__)")
+    as_nobody = os.geteuid() == 0 and hasattr(os, "setuid")
+
+    def drop() -> None:
+        os.setgid(65534)
+        os.setuid(65534)
+
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
+                            preexec_fn=drop if as_nobody else None, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    shutil.rmtree(install.parent, ignore_errors=True)
+    lines = result.stdout.splitlines()
+    assert lines[2].startswith(str(install)), "the copy was not the package imported"
+    assert lines[0] == str(np.arange(32, dtype=np.float32).reshape(1, 2, 2, 2, 2, 2).mean(axis=(3, 5)).ravel().tolist())
+    if as_nobody:
+        assert lines[1] == "None"
+    assert len([line for line in result.stderr.splitlines() if line.strip()]) <= 1, result.stderr
