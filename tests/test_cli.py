@@ -99,7 +99,7 @@ def test_pool_batch_by_batch_with_progress(tmp_path, x, capsys):
         np.testing.assert_array_equal(archive["y"], avgpool.average_pool(x, [2, 2]))
 
 
-def test_pool_large_npy_is_memory_mapped_and_written_in_place(tmp_path, monkeypatch):
+def test_pool_large_npy_is_memory_mapped_and_written_batch_by_batch(tmp_path, monkeypatch):
     import avgpool.io
 
     monkeypatch.setattr(avgpool.io, "MMAP_THRESHOLD", 1024)

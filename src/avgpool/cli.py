@@ -11,17 +11,28 @@ never a traceback; ``run --check`` exits with 1 when onnxruntime disagrees beyon
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import os
-import re
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 import numpy as np
 
 from . import api
-from .dialect_registry import AUTO_PAD_SPELLINGS, DIALECTS, POOL_DIALECTS, ROUNDINGS, DialectUnavailable, Settings, normalise_auto_pad
+from .dialect_registry import (
+    AUTO_PAD_SPELLINGS,
+    DIALECTS,
+    POOL_DIALECTS,
+    ROUNDINGS,
+    DialectUnavailable,
+    Settings,
+    normalise_auto_pad,
+)
 from .errors import AvgPoolError
 from .io import FileFormatError
 
@@ -280,12 +291,44 @@ def _prepare(block: Any, args: argparse.Namespace, image_input: bool, channels_l
     return np.ascontiguousarray(array) if image_input else array
 
 
+def _refuse_overwriting(read: Sequence[str], output: str) -> None:
+    """avgpool never writes over a file it reads (same path, a link to it or a hard link): the
+    result of a failed or interrupted command would otherwise be the only copy left."""
+    for path in read:
+        if os.path.exists(path) and os.path.exists(output) and os.path.samefile(path, output):
+            raise UsageError(f"{output} is the input file {path}: write the result to another file")
+
+
+def _pooled(x: Any, batch: int, compute: Any, progress: Progress) -> Iterator[np.ndarray]:
+    """The output batch by batch along N (one batch when N is 0); progress is reported when the
+    consumer asks for the next batch, that is once the previous one is written."""
+    n = x.shape[0]
+    for start in range(0, max(n, 1), batch):
+        yield compute(x[start:start + batch])
+        progress.update(min(start + batch, n))
+
+
+def _gathered(shape: tuple[int, ...], first: np.ndarray, rest: Iterator[np.ndarray]) -> np.ndarray:
+    if first.shape[0] == shape[0]:
+        return first
+    y = np.empty(shape, dtype=first.dtype)
+    y[:len(first)] = first
+    start = len(first)
+    for block in rest:
+        y[start:start + len(block)] = block
+        start += len(block)
+    return y
+
+
 def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
     from . import io
 
     settings = settings_from_args(args)
     dialect = DIALECTS[args.dialect]
     out_kind = io.check_suffix(args.output, writing=True)  # before any work
+    if args.output_key is not None:
+        io.check_member_name(args.output, args.output_key)
+    _refuse_overwriting([args.input], args.output)
     tensor = io.read_tensor(args.input, key=args.key)
     x = tensor.array
     if x.ndim < 3:
@@ -301,39 +344,21 @@ def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
     def compute(block: Any) -> np.ndarray:
         return dialect.call(_prepare(block, args, image_input, settings.channels_last, dialect.quantized), settings)
 
-    written_memmap = False
-    if n <= batch:
-        y = compute(x)
-        progress.update(n)
+    pooled = _pooled(x, batch, compute, progress)
+    first = next(pooled)
+    shape = (n,) + first.shape[1:]
+    if out_kind == "npy":  # streamed: an output larger than memory is never held whole
+        with io.replacing(args.output) as fp:
+            io.write_npy_batches(fp, shape, first.dtype, itertools.chain([first], pooled))
     else:
-        first = compute(x[:batch])
-        shape = (n,) + first.shape[1:]
-        if out_kind == "npy":
-            y = np.lib.format.open_memmap(args.output, mode="w+", dtype=first.dtype, shape=shape)
-            written_memmap = True
-        else:
-            y = np.empty(shape, dtype=first.dtype)
-        try:
-            y[:batch] = first
-            progress.update(batch)
-            for start in range(batch, n, batch):
-                y[start:start + batch] = compute(x[start:start + batch])
-                progress.update(min(start + batch, n))
-        except BaseException:
-            if written_memmap:
-                del y
-                os.remove(args.output)
-            raise
-    progress.close()
-    if written_memmap:
-        y.flush()
-    else:
+        y = _gathered(shape, first, pooled)
         result = y.transpose(0, 3, 1, 2) if out_kind == "image" and settings.channels_last and y.ndim == 4 else y
-        io.write_tensor(args.output, result, key=args.output_key or tensor.key or "y")
+        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(tensor.key or "y"))
+    progress.close()
     seconds = time.perf_counter() - started
     if not args.quiet:
         print(f"{args.input} {'x'.join(map(str, x.shape))} {x.dtype} -> {_dialect_label(args.dialect, settings)} "
-              f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} in {seconds:.2f} s",
+              f"({settings.describe()}) -> {args.output} {'x'.join(map(str, shape))} {first.dtype} in {seconds:.2f} s",
               file=stdout)
     return 0
 
@@ -341,8 +366,23 @@ def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
 # ---------------------------------------------------------------- run
 
 
-def _safe_name(name: str) -> str:
-    return re.sub(r"[^\w.-]", "_", name) or "output"
+def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:
+    """DIR/NAME.npy per output, NAME made a plain file name. Names that would share a file (also
+    when they differ only in case, for case-insensitive file systems) get _2, _3 ...; names that
+    needed no change are served first, so they keep their file."""
+    from .io import safe_member_name
+
+    taken: set[str] = set()
+    files = {}
+    for name in sorted(names, key=lambda name: safe_member_name(name, empty="output") != name):
+        stem = candidate = safe_member_name(name, empty="output")
+        number = 1
+        while candidate.lower() in taken:
+            number += 1
+            candidate = f"{stem}_{number}"
+        taken.add(candidate.lower())
+        files[name] = os.path.join(directory, candidate + ".npy")
+    return {name: files[name] for name in names}
 
 
 def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -358,13 +398,22 @@ def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
     except Exception as err:  # noqa: BLE001 - protobuf raises several kinds for a bad file
         raise UsageError(f"{args.model} is not a valid ONNX model: {err}") from None
     specs = {spec.name: spec for spec in avgpool_onnx.model_inputs(model)}
-    feeds: dict[str, np.ndarray] = {}
+    given: dict[str, str] = {}
     for item in args.input or ():
         name, sep, path = item.partition("=")
         if not sep or not name:
             raise UsageError(f"--input {item!r}: expected NAME=PATH")
         if name not in specs:
             raise UsageError(f"--input {name!r}: the model has no such input; its inputs are {sorted(specs)}")
+        given[name] = path
+    opset = args.opset or avgpool_onnx.model_opset(model) or 22
+    evaluator = avgpool_onnx.make_evaluator(model, opset=opset)
+    names = list(evaluator.output_names)
+    files = _output_files(args.output_dir, names) if args.output_dir else {}
+    for file in files.values():  # before any work
+        _refuse_overwriting([args.model, *given.values()], file)
+    feeds: dict[str, np.ndarray] = {}
+    for name, path in given.items():
         feeds[name] = np.asarray(io.read_tensor(path).array)
         problem = specs[name].mismatch(feeds[name])
         if problem:
@@ -373,8 +422,6 @@ def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
         if name not in feeds:
             feeds[name] = avgpool_onnx.generate_input(spec, seed=args.seed + i, kind=args.generate)
             print(f"input {name}: generated {args.generate} {'x'.join(map(str, spec.shape))} {spec.dtype}", file=stdout)
-    opset = args.opset or avgpool_onnx.model_opset(model) or 22
-    evaluator = avgpool_onnx.make_evaluator(model, opset=opset)
     started = time.perf_counter()
     try:
         outputs = evaluator.run(None, feeds)
@@ -384,7 +431,6 @@ def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
         print(f"avgpool run: the model failed in the reference evaluator: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     seconds = time.perf_counter() - started
-    names = list(evaluator.output_names)
     print(f"ran {args.model} (opset {opset}) with avgpool's pooling ops in {seconds:.2f} s", file=stdout)
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
@@ -395,9 +441,8 @@ def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
             stats = f" min {np.nanmin(value):.6g} max {np.nanmax(value):.6g}"
         line = f"output {name}: {'x'.join(map(str, value.shape))} {value.dtype}{stats}"
         if args.output_dir:
-            path = os.path.join(args.output_dir, _safe_name(name) + ".npy")
-            np.save(path, value, allow_pickle=False)
-            line += f" -> {path}"
+            io.write_tensor(files[name], value)
+            line += f" -> {files[name]}"
         print(line, file=stdout)
     if not args.check:
         return 0
@@ -477,8 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
                     "pool it with any dialect and write .npy, .npz or an image. Image output: N must be 1 and C 1 "
                     "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
-                    "Work is done batch by batch along N (a large .npy is memory-mapped, a large .npy output is "
-                    "written in place), with a progress line on stderr for large inputs or with --progress.",
+                    "Work is done batch by batch along N (a large .npy is memory-mapped, a .npy output is written "
+                    "batch by batch), with a progress line on stderr for large inputs or with --progress. An "
+                    "existing output file is replaced only once the new one is complete.",
         epilog="examples:\n"
                "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
                "  avgpool pool x.npy y.npy -k 3,3 -p 1,1,1,1 --count-include-pad --opset 11\n"
@@ -523,27 +569,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _one_interrupt() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt once; later ones are ignored, so that they cannot cut short
+    the removal of a temporary file or the last message. Only where Python's own handler is in
+    place (in the main thread, and not when the shell started us with SIGINT ignored)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _command(args: argparse.Namespace, stdout: TextIO) -> int:
+    commands = {"shape": command_shape, "explain": command_explain, "pool": command_pool, "run": command_run}
+    return run_demo(stdout) if args.command == "demo" else commands[args.command](args, stdout)
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     args = build_parser().parse_args(argv)
     stdout = stdout or sys.stdout
-    try:
-        if args.command == "demo":
-            return run_demo(stdout)
-        if args.command == "shape":
-            return command_shape(args, stdout)
-        if args.command == "explain":
-            return command_explain(args, stdout)
-        if args.command == "pool":
-            return command_pool(args, stdout)
-        if args.command == "run":
-            return command_run(args, stdout)
-    except (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError) as err:
-        print(f"avgpool {args.command}: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"avgpool {args.command}: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
-        return 2
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    prefix = f"avgpool {args.command}"
+    with _one_interrupt():
+        try:
+            return _command(args, stdout)
+        except KeyboardInterrupt:  # outputs are already cleaned up (io.replacing)
+            print(f"{prefix}: interrupted", file=sys.stderr)
+            return 130
+        except (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError) as err:
+            print(f"{prefix}: error: {err}", file=sys.stderr)
+            return 2
+        except MemoryError as err:  # e.g. absurd pads: an output of terabytes
+            print(f"{prefix}: error: not enough memory: {err or 'MemoryError'}", file=sys.stderr)
+            return 2
+        except OSError as err:
+            where = f"{err.filename}: " if err.filename else ""
+            print(f"{prefix}: error: {where}{err.strerror or err}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

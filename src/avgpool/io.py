@@ -12,13 +12,24 @@
 - Writing an image: N must be 1 and C 1 to 4; each value is rounded half to even
   (``np.rint``), clipped to 0..255 and stored as 8 bits; NaN becomes 0.
 
+- ``.npz`` inputs are untrusted: a member that would inflate to more than the memory available
+  is refused before any of it is decompressed, and member names never become paths (an output
+  archive's member name is :func:`safe_member_name`'s).
+- Every output is written to a temporary file beside the target and renamed onto it only when
+  complete (:func:`replacing`): an error, a full disk or an interrupt leaves the old file as it was.
+
 Every problem with a file raises :class:`FileFormatError` (a ValueError) naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import secrets
+import stat
 import zipfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -99,6 +110,36 @@ def read_npy(path: Any) -> np.ndarray:
         raise FileFormatError(f"{path} cannot be read: {err}") from None
 
 
+def available_memory() -> int:
+    """Bytes this process can still allocate, as far as the system says: Linux's MemAvailable, or
+    the free physical pages, and no more than the address-space limit."""
+    found = None
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="ascii") as meminfo:
+        found = next((int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:")), None)
+    if found is None:
+        try:
+            found = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):  # not reported on this system: no limit known
+            found = 2**63 - 1
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            found = min(found, soft)
+    return found
+
+
+def _check_inflated_size(what: str, info: zipfile.ZipInfo) -> None:
+    """Refuse a member larger than memory before decompressing any of it (a zip bomb's ratio can
+    exceed 1000:1). zipfile stops reading at the declared size, and the .npy header is then
+    checked against that size, so nothing larger is ever read."""
+    limit = available_memory()
+    if info.file_size > limit:
+        raise FileFormatError(f"{what} would inflate to {info.file_size} bytes, more than the {limit} bytes of "
+                              f"memory available ({info.compress_size} bytes in the archive): refused unread")
+
+
 def read_npz(path: Any, key: str | None = None) -> tuple[np.ndarray, str]:
     path = os.fspath(path)
     try:
@@ -106,7 +147,7 @@ def read_npz(path: Any, key: str | None = None) -> tuple[np.ndarray, str]:
     except (zipfile.BadZipFile, OSError) as err:
         raise FileFormatError(f"{path} is not a valid .npz (zip) file: {err}") from None
     with archive:
-        members = {name[:-4] if name.endswith(".npy") else name: name for name in archive.namelist()}
+        members = {name.removesuffix(".npy"): name for name in archive.namelist()}
         if key is None:
             if len(members) != 1:
                 raise FileFormatError(f"{path} holds {len(members)} arrays {sorted(members)}: choose one with --key")
@@ -115,6 +156,7 @@ def read_npz(path: Any, key: str | None = None) -> tuple[np.ndarray, str]:
             raise FileFormatError(f"{path} has no array {key!r}; it holds {sorted(members)}")
         info = archive.getinfo(members[key])
         what = f"{path}[{key}]"
+        _check_inflated_size(what, info)
         try:
             with archive.open(info) as fp:
                 shape, _, dtype, expected = _read_header(fp, what)
@@ -177,24 +219,92 @@ def to_image_pixels(array: np.ndarray) -> np.ndarray:
     return values.astype(np.uint8)[0].transpose(1, 2, 0)
 
 
-def write_image(path: Any, array: np.ndarray) -> None:
+def _image(path: Any, array: np.ndarray) -> Any:
+    """The PIL image to write for an N x C x H x W array (uint8: L, LA, RGB or RGBA)."""
     try:
         from PIL import Image
     except ImportError:
         raise FileFormatError("writing images needs Pillow: pip install 'avgpool[images]'") from None
     pixels = to_image_pixels(array)
     mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[pixels.shape[2]]
-    image = Image.fromarray(pixels[:, :, 0] if mode == "L" else pixels)  # uint8: L, LA, RGB or RGBA
+    image = Image.fromarray(pixels[:, :, 0] if mode == "L" else pixels)
     if suffix(path) in (".jpg", ".jpeg") and mode in ("LA", "RGBA"):
         image = image.convert("L" if mode == "LA" else "RGB")  # JPEG has no alpha
-    image.save(os.fspath(path))
+    return image
+
+
+def safe_member_name(name: str, *, empty: str = "y") -> str:
+    """A name that is only ever a plain file name when an archive is extracted (or a file is
+    created from it): no directory separators, no leading dot (``../../x`` -> ``_.._x``), never
+    empty (``empty`` instead)."""
+    return re.sub(r"[^\w.-]", "_", name).lstrip(".") or empty
+
+
+def check_member_name(path: Any, key: str) -> None:
+    if safe_member_name(key) != key:
+        raise FileFormatError(f"{os.fspath(path)}: the array name {key!r} is not a plain file name; use letters, "
+                              "digits, '_', '.' and '-', not starting with '.'")
+
+
+def _new_file_mode(path: str) -> int:
+    """The permissions ``open(path, "w")`` would leave: the old file's, or 0o666 less the umask
+    (a temporary file is created 0o600)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def replacing(path: Any) -> Iterator[BinaryIO]:
+    """A new file that becomes ``path`` only when the block completes.
+
+    The data goes to a temporary file in the target's directory (so the rename cannot cross file
+    systems), is flushed to disk, and is renamed over the target with ``os.replace``, which is
+    atomic: readers see the old file or the new one, never a part. On any exception (a full disk,
+    a file-size limit, KeyboardInterrupt) the temporary file is removed and the target is left as
+    it was; an OSError becomes a FileFormatError naming the target.
+    """
+    target = os.path.realpath(os.fspath(path))  # through a symlink, as open() would write
+    directory, name = os.path.split(target)
+    temporary = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.partial")
+    try:
+        with open(temporary, "xb") as fp:
+            yield fp
+            fp.flush()
+            os.fsync(fp.fileno())
+        os.chmod(temporary, _new_file_mode(target))
+        os.replace(temporary, target)
+    except BaseException as err:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)  # by name: also when the interrupt came right after creating it
+        if isinstance(err, OSError):
+            raise FileFormatError(f"{os.fspath(path)}: cannot write: {err.strerror or err}") from None
+        raise
+
+
+def write_npy_batches(fp: BinaryIO, shape: tuple[int, ...], dtype: np.dtype, batches: Iterable[np.ndarray]) -> None:
+    """An .npy of ``shape`` and ``dtype`` written batch by batch along the first axis, so that an
+    output larger than memory never has to be held at once (the batches must fill ``shape``)."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(fp, header)
+    # fp.write, not ndarray.tofile: a failed write then says why (errno), not only a byte count
+    fp.writelines(np.ascontiguousarray(batch, dtype=dtype).reshape(-1).view(np.uint8).data for batch in batches)
 
 
 def write_tensor(path: Any, array: np.ndarray, *, key: str = "y") -> None:
+    """Write by extension, through :func:`replacing`. ``key`` names the array in an .npz and must
+    be a :func:`safe_member_name`."""
     kind = check_suffix(path, writing=True)
-    if kind == "npy":
-        np.save(os.fspath(path), array, allow_pickle=False)
-    elif kind == "npz":
-        np.savez(os.fspath(path), **{key: array})
-    else:
-        write_image(path, array)
+    if kind == "npz":
+        check_member_name(path, key)
+    image = _image(path, array) if kind == "image" else None  # before the file: a refusal leaves no trace
+    with replacing(path) as fp:
+        if kind == "npy":
+            write_npy_batches(fp, array.shape, array.dtype, [array])
+        elif kind == "npz":
+            np.savez(fp, **{key: array})
+        else:
+            image.save(fp, format="JPEG" if suffix(path) in (".jpg", ".jpeg") else "PNG")
