@@ -332,3 +332,77 @@ def test_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch, capsys
 
 def test_available_memory_is_plausible():
     assert 2**20 < avgpool.io.available_memory() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+# ---------------------------------------------------------------- absurd pads: one line, bounded memory
+
+ABSURD = str(10**12)
+
+
+def test_explain_with_absurd_pads_exits_2_with_one_line(capsys):
+    assert main(["explain", "1x1x4", "-k", "3", "-p", f"{ABSURD},{ABSURD}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has 2000000000002 windows, too many to compare" in err and "--no-compare" in err
+    assert main(["explain", "1x1x4", "-k", "3", "-p", f"{ABSURD},{ABSURD}", "--no-compare", "--max-windows", "0"]) == 2
+    assert "too many to list" in capsys.readouterr().err
+
+
+def test_explain_picture_with_absurd_pads_exits_2_and_writes_nothing(tmp_path, capsys):
+    code, text = run(["explain", "1x1x4", "-k", "3", "-p", f"{ABSURD},{ABSURD}", "--no-compare", "--svg",
+                      tmp_path / "w.svg"])
+    assert code == 2 and text == ""
+    assert "2000000000004 input columns, too many to draw" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+def test_explain_builds_only_the_windows_it_shows():
+    """--no-compare with absurd pads answers; and 200000 windows cost no more memory than 4."""
+    code, text = run(["explain", "1x1x4", "-k", "3", "-p", f"{ABSURD},{ABSURD}", "--no-compare", "--max-windows", "2"])
+    assert code == 0
+    assert "output shape: 1x1x2000000000002" in text and "... 2000000000000 more windows" in text
+    assert "       1  -999999999999              0 /          3 /            0        0" in text
+    tracemalloc.start()
+    try:
+        code, text = run(["explain", "1x1x200000", "-k", "3", "--no-compare", "--max-windows", "4"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 0 and "... 199994 more windows" in text
+    assert peak < 2**20
+
+
+def test_pool_with_absurd_pads_exits_2_with_one_line(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.ones((1, 1, 4, 4), np.float32))
+    _existing(tmp_path / "y.npy")
+    code = main(["pool", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "-k", "3,3", "-p", f"{ABSURD},0,{ABSURD},0"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("avgpool pool: error: not enough memory"), err
+    assert (tmp_path / "y.npy").read_bytes() == OLD
+    assert sorted(os.listdir(tmp_path)) == ["x.npy", "y.npy"]
+
+
+@pytest.mark.parametrize("dialect", ["onnx", "openvino", "qlinear"])
+@pytest.mark.parametrize("flags", [["-k", "3,2", "-s", "2,3", "-p", "1,0,2,1", "--ceil-mode"],
+                                   ["-k", "2,3", "-d", "2,1", "--auto-pad", "SAME_LOWER"],
+                                   ["-k", "3,5", "-s", "3,1", "-p", "0,4,3,4", "--count-include-pad"],
+                                   ["-k", "2,2", "-s", "2,2"]])
+def test_explained_windows_are_the_engines_tables(dialect, flags):
+    """explain computes each window on demand: the counts and divisors are the engine's plan's."""
+    from avgpool.cli import build_parser, settings_from_args
+    from avgpool.dialect_registry import DIALECTS
+    from avgpool.explain import describe
+    from avgpool.plan import make_plan
+
+    args = build_parser().parse_args(["explain", "1x1x7x9", *flags, "--dialect", dialect])
+    spatial = (7, 9)
+    try:
+        spec = DIALECTS[dialect].spec(settings_from_args(args), spatial)
+    except avgpool.AvgPoolError:
+        pytest.skip("not expressible in this dialect")
+    for axis, plan in zip(describe(spec, spatial), make_plan(spec, spatial)):
+        windows = list(axis.windows)
+        assert [w.in_input for w in windows] == plan.count.tolist()
+        assert [w.divisor for w in windows] == plan.divisor.tolist()
+        assert axis.windows.divisors().tolist() == plan.divisor.tolist()
+        assert [w.in_input + w.in_padding + w.past_padding for w in windows] == [axis.geometry.kernel] * len(windows)

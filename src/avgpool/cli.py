@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from io import BytesIO
 from typing import Any, TextIO
 
 import numpy as np
@@ -226,7 +227,7 @@ def command_shape(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def command_explain(args: argparse.Namespace, stdout: TextIO) -> int:
-    from . import explain
+    from . import explain, io
 
     settings = settings_from_args(args)
     spatial = _spatial(args.input_shape, settings.channels_last)
@@ -234,17 +235,22 @@ def command_explain(args: argparse.Namespace, stdout: TextIO) -> int:
     axes = explain.describe(spec, spatial)
     output_shape = _output_shape(args.input_shape, [a.geometry.out for a in axes], settings.channels_last)
     label = _dialect_label(args.dialect, settings)
-    stdout.write(explain.explain_text(settings, label, spec, args.input_shape, spatial, output_shape,
-                                      max_windows=args.max_windows, diagram_width=args.width,
-                                      compare=not args.no_compare))
+    text = explain.explain_text(settings, label, spec, args.input_shape, spatial, output_shape,
+                                max_windows=args.max_windows, diagram_width=args.width, compare=not args.no_compare)
+    # every picture is made before anything is printed or written, so that a refusal is the only output
     title = f"{label}, input {'x'.join(map(str, args.input_shape))}: {settings.describe()}"
+    pictures = {}
     if args.svg:
-        with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(explain.svg(axes, max_windows=args.max_windows, title=title))
-        print(f"wrote {args.svg}", file=stdout)
+        pictures[args.svg] = explain.svg(axes, max_windows=args.max_windows, title=title).encode("utf-8")
     if args.png:
-        explain.png(axes, args.png, max_windows=args.max_windows, title=title)
-        print(f"wrote {args.png}", file=stdout)
+        buffer = BytesIO()
+        explain.png(axes, buffer, max_windows=args.max_windows, title=title)
+        pictures[args.png] = buffer.getvalue()
+    stdout.write(text)
+    for path, data in pictures.items():
+        with io.replacing(path) as fp:
+            fp.write(data)
+        print(f"wrote {path}", file=stdout)
     return 0
 
 

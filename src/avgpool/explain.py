@@ -1,28 +1,37 @@
 """Describe every pooling window of a canonical spec, and where the dialects disagree.
 
-Built on :func:`avgpool.plan.make_plan` (and through it :func:`avgpool.shape.resolve`): the window
-tables here are the ones the engine uses, with each tap classified as in the input, in the
-padding, or past the padding (a ceil window hanging over the end).
+Windows follow :func:`avgpool.shape.resolve` (the engine's geometry) and the counting rules of
+:mod:`avgpool.plan`, computed per window when asked for (``tests/test_explain.py`` checks them
+against the engine's tables and results): an axis can have billions of windows (absurd pads) and
+explain prints a few. Each tap is classified as in the input, in the padding, or past the padding
+(a ceil window hanging over the end). What needs every window (listing all of them, comparing the
+dialects, drawing a picture) is refused above :data:`MAX_WINDOWS` per axis.
 
 >>> from avgpool.dialect_registry import Settings, onnx_spec
 >>> spec = onnx_spec(Settings(kernel=(3,), strides=(3,), rounding="ceil"), (4,))
 >>> for w in describe(spec, (4,))[0].windows:
-...     print(w.index, w.taps, w.in_input, w.in_padding, w.past_padding, w.divisor)
+...     print(w.index, tuple(w.taps), w.in_input, w.in_padding, w.past_padding, w.divisor)
 0 (0, 1, 2) 3 0 0 3.0
 1 (3, 4, 5) 1 0 2 1.0
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
+
+import numpy as np
 
 from .dialect_registry import DialectUnavailable, Settings, comparison_rows
 from .errors import AvgPoolError
-from .plan import AxisPlan, make_plan
-from .shape import AxisGeometry
+from .shape import AxisGeometry, resolve
 from .spec import Divisor, PadMode, PoolSpec, Rounding
+
+#: Most windows (or picture columns) per axis for what needs all of them: listing every window,
+#: comparing the dialects window by window, drawing a picture.
+MAX_WINDOWS = 2**20
 
 ROUNDING_TEXT = {Rounding.FLOOR: "floor", Rounding.CEIL: "ceil (no drop rule)",
                  Rounding.CEIL_DROP: "ceil with the drop rule"}
@@ -37,7 +46,7 @@ class Window:
     """One output position along one axis."""
 
     index: int
-    taps: tuple[int, ...]  # input coordinates of every tap, padding and overhang included
+    taps: range  # input coordinates of every tap, padding and overhang included (lazy: kernels can be huge)
     in_input: int  # taps in [0, L)
     in_padding: int  # taps in [-pad_begin, 0) or [L, L + pad_end)
     past_padding: int  # taps at L + pad_end or beyond (a ceil window's overhang)
@@ -48,28 +57,84 @@ class Window:
         return self.taps[0]
 
 
+def _taps_within(g: AxisGeometry, start: np.ndarray, low: int, high: int) -> np.ndarray:
+    """For windows whose first tap is ``start``: how many of their taps lie in [low, high)."""
+    first = np.maximum(0, -((start - low) // g.dilation))  # ceil((low - start) / d), at least 0
+    last = np.minimum(g.kernel - 1, (high - 1 - start) // g.dilation)
+    return np.maximum(0, last - first + 1)
+
+
+class Windows(Sequence[Window]):
+    """The windows of one axis, each computed when it is asked for (int64 arithmetic, as the
+    engine's: every coordinate is within the padded input)."""
+
+    def __init__(self, geometry: AxisGeometry, divisor_rule: Divisor, any_pad: bool) -> None:
+        self.geometry, self.divisor_rule, self.any_pad = geometry, divisor_rule, any_pad
+
+    def __len__(self) -> int:
+        return self.geometry.out
+
+    def __getitem__(self, item: Any) -> Any:
+        if isinstance(item, slice):
+            return self._windows(np.arange(*item.indices(len(self)), dtype=np.int64))
+        index = operator.index(item)
+        index += len(self) if index < 0 else 0
+        if not 0 <= index < len(self):
+            raise IndexError(f"window {item} of {len(self)}")
+        return self._windows(np.array([index], dtype=np.int64))[0]
+
+    def __iter__(self) -> Iterator[Window]:
+        for start in range(0, len(self), 4096):
+            yield from self[start:start + 4096]
+
+    def _counts(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """First taps, taps in the input, taps in the padded extent, divisor factors."""
+        g = self.geometry
+        start = index * g.stride - g.pad_begin
+        in_input = _taps_within(g, start, 0, g.length)
+        in_padded = _taps_within(g, start, -g.pad_begin, g.length + g.pad_end)
+        rule = self.divisor_rule
+        if rule is Divisor.FULL_KERNEL or (rule is Divisor.FULL_KERNEL_IF_PADDED and self.any_pad):
+            divisor = np.full(index.shape, float(g.kernel))
+        else:
+            divisor = (in_padded if rule is Divisor.PADDED_TAPS else in_input).astype(np.float64)
+        return start, in_input, in_padded, divisor
+
+    def _windows(self, index: np.ndarray) -> list[Window]:
+        g = self.geometry
+        rows = zip(index.tolist(), *(column.tolist() for column in self._counts(index)))
+        return [Window(o, range(first, first + g.kernel * g.dilation, g.dilation), inside, padded - inside,
+                       g.kernel - padded, divisor) for o, first, inside, padded, divisor in rows]
+
+    def divisors(self) -> np.ndarray:
+        """Every window's divisor factor (at most MAX_WINDOWS of them)."""
+        if len(self) > MAX_WINDOWS:
+            raise AvgPoolError(f"{len(self)} windows are more than the {MAX_WINDOWS} explain handles at once")
+        return self._counts(np.arange(len(self), dtype=np.int64))[3]
+
+
 @dataclass(frozen=True)
 class AxisWindows:
     axis: int
     geometry: AxisGeometry
-    windows: tuple[Window, ...]
-
-
-def _windows(plan: AxisPlan) -> tuple[Window, ...]:
-    g = plan.geometry
-    windows = []
-    for o in range(g.out):
-        taps = tuple(o * g.stride - g.pad_begin + j * g.dilation for j in range(g.kernel))
-        in_padded = sum(-g.pad_begin <= t < g.length + g.pad_end for t in taps)
-        in_input = int(plan.count[o])  # the engine's own count
-        windows.append(Window(o, taps, in_input, in_padded - in_input, g.kernel - in_padded, float(plan.divisor[o])))
-    return tuple(windows)
+    windows: Windows
 
 
 def describe(spec: PoolSpec, spatial_shape: Sequence[int]) -> tuple[AxisWindows, ...]:
-    """Every window of every spatial axis, from the engine's window plan."""
-    plans = make_plan(spec, tuple(int(n) for n in spatial_shape))
-    return tuple(AxisWindows(axis, plan.geometry, _windows(plan)) for axis, plan in enumerate(plans))
+    """Every window of every spatial axis (computed when read)."""
+    geometry = resolve(spec, tuple(int(n) for n in spatial_shape))
+    any_pad = any(g.pad_begin or g.pad_end for g in geometry)  # FULL_KERNEL_IF_PADDED looks at every axis
+    return tuple(AxisWindows(axis, g, Windows(g, spec.divisor, any_pad)) for axis, g in enumerate(geometry))
+
+
+def _check_enumerable(axes: Sequence[AxisWindows], purpose: str, remedy: str = "", what: str = "windows",
+                      count: Any = lambda axis: len(axis.windows)) -> None:
+    """Refuse, in one line, what would take every window (or column) of an axis with too many."""
+    for axis in axes:
+        n = count(axis)
+        if n > MAX_WINDOWS:
+            raise AvgPoolError(f"axis {axis.axis} has {n} {what}, too many {purpose} (at most {MAX_WINDOWS} per "
+                               f"axis){': ' + remedy if remedy else ''}")
 
 
 # ---------------------------------------------------------------- dialect comparison
@@ -109,9 +174,10 @@ def difference_lines(reference: tuple[AxisWindows, ...], outcome: DialectOutcome
         return [f"different output shape: {list(outcome.out_shape)} instead of {list(ours)}"]
     lines = []
     for mine, theirs in zip(reference, outcome.axes):
-        diffs = [(a.index, a.divisor, b.divisor) for a, b in zip(mine.windows, theirs.windows) if a.divisor != b.divisor]
-        for index, a, b in diffs[:limit]:
-            lines.append(f"axis {mine.axis} window {index}: divisor factor {_num(b)} instead of {_num(a)}")
+        a, b = mine.windows.divisors(), theirs.windows.divisors()
+        diffs = np.flatnonzero(a != b)
+        for index in diffs[:limit].tolist():
+            lines.append(f"axis {mine.axis} window {index}: divisor factor {_num(b[index])} instead of {_num(a[index])}")
         if len(diffs) > limit:
             lines.append(f"axis {mine.axis}: {len(diffs) - limit} more windows with a different divisor")
     return lines or ["same shape, same divisors"]
@@ -134,8 +200,9 @@ def _cell(position: int, g: AxisGeometry) -> str:
 
 
 def _extent(axis: AxisWindows) -> tuple[int, int]:
+    """The input coordinates a diagram spans: the padded input and the last window's overhang."""
     g = axis.geometry
-    last = max((w.taps[-1] for w in axis.windows), default=g.length + g.pad_end - 1)
+    last = axis.windows[-1].taps[-1] if len(axis.windows) else g.length + g.pad_end - 1
     return -g.pad_begin, max(g.length + g.pad_end, last + 1)
 
 
@@ -151,7 +218,7 @@ def axis_lines(axis: AxisWindows, *, max_windows: int = 64, diagram_width: int =
     """The table (and, when it fits, the diagram) of one axis's windows."""
     lo, hi = _extent(axis)
     g = axis.geometry
-    draw = hi - lo <= diagram_width
+    draw = hi - lo <= min(diagram_width, MAX_WINDOWS)
     shown = axis.windows if max_windows <= 0 else axis.windows[:max_windows]
     lines = ["  window  first tap  taps in input / in padding / past padding  divisor"
              + ("   " + "".join(_cell(p, g) for p in range(lo, hi)) if draw else "")]
@@ -168,7 +235,8 @@ def axis_lines(axis: AxisWindows, *, max_windows: int = 64, diagram_width: int =
     if len(shown) < len(axis.windows):
         lines.append(f"  ... {len(axis.windows) - len(shown)} more windows (--max-windows 0 shows all)")
     if not draw:
-        lines.append(f"  (diagram omitted: {hi - lo} columns; --width {hi - lo} draws it)")
+        remedy = f"--width {hi - lo} draws it" if hi - lo <= MAX_WINDOWS else "too wide to draw"
+        lines.append(f"  (diagram omitted: {hi - lo} columns; {remedy})")
     return lines
 
 
@@ -181,6 +249,10 @@ def explain_text(settings: Settings, dialect_label: str, spec: PoolSpec, input_s
                  diagram_width: int = 80, compare: bool = True) -> str:
     """The whole ``avgpool explain`` report."""
     axes = describe(spec, spatial_shape)
+    if max_windows <= 0:
+        _check_enumerable(axes, "to list", "give --max-windows")
+    if compare:
+        _check_enumerable(axes, "to compare with the other dialects", "add --no-compare")
     begin = [a.geometry.pad_begin for a in axes]
     end = [a.geometry.pad_end for a in axes]
     lines = [f"{dialect_label} on input {'x'.join(map(str, input_shape))}: {settings.describe()}",
@@ -210,6 +282,9 @@ _CELL, _ROW_LABEL = 18, 150
 
 def _picture_rows(axes: Sequence[AxisWindows], max_windows: int) -> list[tuple[str, list[tuple[int, str, str]] | None]]:
     """(label, [(column, kind, text)]) rows; a None row list is a title line."""
+    _check_enumerable(axes, "to draw", what="input columns", count=lambda axis: _extent(axis)[1] - _extent(axis)[0])
+    if max_windows <= 0:
+        _check_enumerable(axes, "to draw", "give --max-windows")
     rows: list[tuple[str, list[tuple[int, str, str]] | None]] = []
     for axis in axes:
         g = axis.geometry
@@ -257,8 +332,8 @@ def svg(axes: Sequence[AxisWindows], *, max_windows: int = 64, title: str = "") 
     return "\n".join(out) + "\n"
 
 
-def png(axes: Sequence[AxisWindows], path: Any, *, max_windows: int = 64, title: str = "") -> None:
-    """The window diagram as a PNG (needs Pillow: ``pip install 'avgpool[images]'``)."""
+def png(axes: Sequence[AxisWindows], fp: BinaryIO, *, max_windows: int = 64, title: str = "") -> None:
+    """The window diagram as a PNG, written to ``fp`` (needs Pillow: ``pip install 'avgpool[images]'``)."""
     try:
         from PIL import Image, ImageDraw
     except ImportError:
@@ -280,5 +355,5 @@ def png(axes: Sequence[AxisWindows], path: Any, *, max_windows: int = 64, title:
                 draw.text((x + 2, y + 3), text[-2:], fill="black")
         y += _CELL + 4
     draw.text((8, y + 3), "blue: tap in the input, orange: in the padding, grey: past the padding", fill="black")
-    image.save(path, format="PNG")
+    image.save(fp, format="PNG")
 
