@@ -136,8 +136,8 @@ def _check_inflated_size(what: str, info: zipfile.ZipInfo) -> None:
     checked against that size, so nothing larger is ever read."""
     limit = available_memory()
     if info.file_size > limit:
-        raise FileFormatError(f"{what} would inflate to {info.file_size} bytes, more than the {limit} bytes of "
-                              f"memory available ({info.compress_size} bytes in the archive): refused unread")
+        raise FileFormatError(f"{what} would take {info.file_size} bytes of memory once read ({info.compress_size} "
+                              f"bytes in the archive), more than the {limit} available: refused unread")
 
 
 def read_npz(path: Any, key: str | None = None) -> tuple[np.ndarray, str]:
@@ -269,7 +269,8 @@ def replacing(path: Any) -> Iterator[BinaryIO]:
     """
     target = os.path.realpath(os.fspath(path))  # through a symlink, as open() would write
     directory, name = os.path.split(target)
-    temporary = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.partial")
+    # hidden, recognisably ours, and short enough for NAME_MAX whatever the target's length
+    temporary = os.path.join(directory, f".{name[:100]}.{secrets.token_hex(8)}.partial")
     try:
         with open(temporary, "xb") as fp:
             yield fp
