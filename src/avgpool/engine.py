@@ -5,6 +5,7 @@ The only place that joins the plan to a kernel; dialects call this and nothing b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -15,7 +16,7 @@ import numpy as np
 from . import threads
 from .inputs import check_out
 from .plan import AxisPlan, make_plan
-from .shape import infer_output_shape, spatial_shape_of
+from .shape import infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 
 # Below this many input elements one thread is faster. Sharing a job with a helper that is
@@ -122,10 +123,83 @@ def _block_splits(plan: AxisPlan, block: int) -> np.ndarray:
     return splits
 
 
-@functools.lru_cache(maxsize=512)
+# The process-wide caches below (window tables, prepared pools) keep at most CACHE_ENTRIES values,
+# holding at most CACHE_BYTES of arrays in all, and no value above CACHE_ENTRY_BYTES: that one is
+# built again for each call. Tables take 48 bytes per output position along each axis (the plans
+# they are made from 24 more); bounded by count alone, the caches kept 576 MB after the 32 MB
+# result of a 1-D input of 16M samples at stride 2 was freed. Only long 1-D lines exceed the entry
+# limit (about 170K outputs along the axes together), and there building the tables costs more
+# than the pool (1x1x16M k2 s2: 1.1 s against 12 ms): a caller repeating such a shape keeps an
+# AveragePool, which holds its prepared shapes itself.
+CACHE_ENTRIES = 512
+CACHE_BYTES = 1 << 25
+CACHE_ENTRY_BYTES = 1 << 23
+
+
+def held_bytes(value: object) -> int:
+    """The bytes of the numpy arrays that ``value`` holds (through tuples, lists and dataclass
+    fields): what keeping it costs."""
+    if isinstance(value, np.ndarray):
+        return value.base.nbytes if isinstance(value.base, np.ndarray) else value.nbytes
+    if isinstance(value, (tuple, list)):
+        return sum(held_bytes(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(held_bytes(getattr(value, f.name, None)) for f in dataclasses.fields(value))
+    return 0
+
+
+class BoundedCache:
+    """A least-recently-used cache of ``function``'s results, bounded by count like
+    functools.lru_cache and also by the bytes of the arrays they hold (:func:`held_bytes`).
+    Shared by threads without a lock (one held by another thread when the process forks would
+    hang the child): a race at worst builds a value twice or drops one."""
+
+    def __init__(self, function: Callable, entries: int = CACHE_ENTRIES, total_bytes: int = CACHE_BYTES,
+                 entry_bytes: int = CACHE_ENTRY_BYTES) -> None:
+        functools.update_wrapper(self, function)
+        self._function = function
+        self.entries, self.total_bytes, self.entry_bytes = entries, total_bytes, entry_bytes
+        self._values: dict = {}  # key -> (value, bytes), the least recently used first
+        self.hits = self.misses = 0
+
+    def __call__(self, *args: object) -> object:
+        values = self._values
+        found = values.pop(args, None)
+        if found is not None:
+            values[args] = found  # now the most recently used
+            self.hits += 1
+            return found[0]
+        self.misses += 1
+        value = self._function(*args)
+        size = held_bytes(value)
+        if size <= self.entry_bytes:
+            values[args] = (value, size)
+            total = self.held_bytes()
+            while len(values) > self.entries or total > self.total_bytes:  # drop the least recently used
+                try:
+                    total -= values.pop(next(iter(values)))[1]
+                except (KeyError, StopIteration, RuntimeError):  # another thread changed it meanwhile
+                    break
+        return value
+
+    def held_bytes(self) -> int:
+        """The bytes the cached values hold."""
+        return sum(n for _, n in list(self._values.values()))
+
+    def cache_info(self) -> tuple[int, int, int]:
+        """(hits, misses, values held)."""
+        return self.hits, self.misses, len(self._values)
+
+    def cache_clear(self) -> None:
+        self._values.clear()
+
+
+@BoundedCache
 def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int) -> KernelTables:
     """Cached per (spec, shape): repeated calls on the same node shape pay only the kernel."""
-    plans = make_plan(spec, spatial_shape)
+    # the plans are an intermediate, cached here with the tables (and bounded with them): not
+    # in make_plan's own cache, which is bounded by count only
+    plans = getattr(make_plan, "__wrapped__", make_plan)(spec, spatial_shape)
     lengths = [p.geometry.length for p in plans]
     outs = [p.geometry.out for p in plans]
     offsets = np.cumsum([0] + outs)
@@ -276,7 +350,7 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
     """The exact running-sum plan, or None where it does not pay or does not apply: kernels
     under EXACT_RUNNING_MIN_KERNEL, dilations, global pooling, and NCX strides along the
     contiguous axis. The divisor scales are those of ``tables`` (the same spec and shape)."""
-    geometry = [p.geometry for p in make_plan(spec, spatial_shape)]
+    geometry = resolve(spec, spatial_shape)  # the plans' geometry, without caching plans
     ndim = len(geometry)
     ncx = layout is Layout.NCX
     if (max(g.kernel for g in geometry) < EXACT_RUNNING_MIN_KERNEL or any(g.dilation != 1 for g in geometry)
@@ -316,7 +390,7 @@ def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -
         return None
 
 
-@functools.lru_cache(maxsize=512)
+@BoundedCache
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
     from .kernels import separable  # compiled lazily: importing avgpool stays fast

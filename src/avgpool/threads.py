@@ -42,6 +42,9 @@ PIECES_PER_THREAD = 2
 #: How long a helper keeps spinning for the next job after finishing one.
 SPIN_SECONDS = 0.002
 _MAX_POOLS = 64  # pools the helpers can be switched to (older ones are forgotten)
+# The most bytes of arrays (window tables) the registered pools' arguments may hold: a long 1-D
+# line's tables take many times its output. A pool larger than this alone is forgotten after its job.
+_MAX_POOL_BYTES = 1 << 25
 
 
 def thread_count() -> int:
@@ -86,6 +89,7 @@ class _Crew:
         self.lock = threading.Lock()  # held by the one caller using the board
         self.pools: dict[int, tuple] = {}  # pool id -> (kernel address, x_like, out_like, args)
         self.ids: dict[tuple, int] = {}  # (kernel, id(args), shapes, dtypes) -> pool id
+        self.held = 0  # bytes of the arrays in the registered pools' arguments
         self.next_id = itertools.count(1)
         self.cond = threading.Condition()
         self.sleeping = 0
@@ -112,9 +116,9 @@ class _Crew:
         entry = self.pools.get(pool) if pool is not None else None
         if entry is not None and entry[3] is args:  # the same tuple, not a new one at a reused id
             return pool, entry[0]
-        if len(self.pools) >= _MAX_POOLS:
-            self.pools.clear()
-            self.ids.clear()
+        size = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
+        if len(self.pools) >= _MAX_POOLS or self.held + size > _MAX_POOL_BYTES:
+            self.forget()
         pool, address = next(self.next_id), self.compiled.native_address(kernel, x, out, args)
         x_like, out_like = _like(x), _like(out)
         # compile (or load) the helpers' wait loop for these types here, with 0 reads: compiling
@@ -122,7 +126,14 @@ class _Crew:
         self.compiled.serve(address, self.board, pool, x_like, out_like, 0, True, *args)
         self.pools[pool] = (address, x_like, out_like, args)
         self.ids[key] = pool
+        self.held += size
         return pool, address
+
+    def forget(self) -> None:
+        """Forget every registered pool (helpers serving one go back to sleep after their spin)."""
+        self.pools.clear()
+        self.ids.clear()
+        self.held = 0
 
     def ensure_helpers(self, count: int) -> None:
         while len(self.helpers) < count:
@@ -144,6 +155,8 @@ class _Crew:
             return bool(self.compiled.lead(address, self.board, pool, x, out, items,
                                            min(pieces, self.compiled.MAX_PIECES), *args))
         finally:
+            if self.held > _MAX_POOL_BYTES:  # a pool too large to keep: its job is finished
+                self.forget()
             self.lock.release()
 
     def _serve(self, index: int) -> None:
@@ -162,6 +175,7 @@ class _Crew:
                 if result:
                     pool = result
                     continue
+            entry = args = None  # asleep, a helper keeps no pool's tables alive
             with self.cond:
                 self.sleeping += 1
                 self.cond.wait()
