@@ -4,6 +4,7 @@
     python benchmarks/bench.py                 # every workload, 7 rounds (a few minutes)
     python benchmarks/bench.py --quick         # 3 rounds, shorter batches: a smoke run
     python benchmarks/bench.py --only kernel   # only workloads whose name contains "kernel"
+    python benchmarks/bench.py --only node     # only the AveragePool nodes of onnx's light test models
     python benchmarks/bench.py --json results.json --markdown table.md --plot kernel_scaling.png
 
 Or from the repository root: ``python3 run.py bench [ARGS...]``. See benchmarks/README.md for what
@@ -53,8 +54,9 @@ class Workload:
     attrs: dict[str, Any]        # ONNX attributes: kernel_shape, strides, pads, count_include_pad, ...
     dtype: str = "float32"
     layout: str = "NCX"          # "NXC": avgpool gets N, X..., C; peers see it as NCX (see runners)
-    group: str = "table"         # "table" (perf-targets rows) or "scaling" (kernel-size series)
+    group: str = "table"         # "table" (perf-targets rows), "node" (model nodes) or "scaling" (kernel series)
     note: str = ""
+    sources: tuple[str, ...] = ()  # "node" rows: every model node that makes this call
 
     @property
     def ncx_shape(self) -> tuple[int, ...]:
@@ -81,8 +83,27 @@ def _same(k: int, rank: int = 2) -> dict[str, Any]:
     return {"kernel_shape": [k] * rank, "pads": [k // 2] * (2 * rank)}
 
 
-def workloads() -> list[Workload]:
-    """The rows of /work/shared/perf-targets.md (all but the uint8 QLinear one) + the kernel series."""
+def node_workloads() -> tuple[list[Workload], list[str]]:
+    """One row per distinct AveragePool/GlobalAveragePool call of onnx's light test models (read from
+    the files now: benchmarks/model_nodes.py), and messages about what could not be read."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    from model_nodes import model_nodes
+
+    nodes, messages = model_nodes()
+    rows = []
+    for n in nodes:
+        note = f"model opset {n.opset}, timed at opset 22 (same meaning for these attributes)"
+        if len(n.sources) > 1:
+            note += f"; {len(n.sources)} nodes make this call: " + ", ".join(s.split(" (")[0] for s in n.sources)
+        rows.append(Workload(n.label, n.shape, dict(n.attrs), group="node", note=note, sources=n.sources))
+    return rows, messages
+
+
+def workloads(messages: list[str] | None = None) -> list[Workload]:
+    """The rows of /work/shared/perf-targets.md (all but the uint8 QLinear one), every distinct
+    AveragePool node of onnx's light test models, then the kernel series. Why model-node rows are
+    missing, if they are, is appended to ``messages``."""
     k2s2 = {"kernel_shape": [2, 2], "strides": [2, 2]}
     k3p1 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
     rows = [
@@ -109,7 +130,10 @@ def workloads() -> list[Workload]:
     ]
     series = [Workload(f"kernel scaling k{k}", (1, 16, 256, 256), _same(k), group="scaling")
               for k in range(1, 32, 2)]
-    return rows + series
+    nodes, why = node_workloads()
+    if messages is not None:
+        messages.extend(why)
+    return rows + nodes + series
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -162,6 +186,23 @@ def avgpool_runner(w: Workload, x: np.ndarray) -> Runner:
         return pool(x, out)
 
     return Runner("avgpool", call, lambda: to_ncx(w, out), note="AveragePool prepared, out= preallocated")
+
+
+FUNCTION = "average_pool"        # the plain-function runner's name (its key in the JSON's median_s)
+
+
+def function_runner(w: Workload, x: np.ndarray) -> Runner:
+    """avgpool as users call it: ``avgpool.average_pool(x, **attrs)``, a new output per call."""
+    kwargs = dict(w.attrs)
+    if w.layout != "NCX":
+        kwargs["layout"] = w.layout
+    pool = avgpool.average_pool
+    box: list = [None]
+
+    def call():
+        box[0] = pool(x, **kwargs)
+
+    return Runner(FUNCTION, call, lambda: to_ncx(w, box[0]), note="average_pool(x, **attrs), no out=")
 
 
 def copy_runner(w: Workload, x: np.ndarray, out_shape: tuple[int, ...]) -> Runner:
@@ -359,6 +400,10 @@ def check_outputs(w: Workload, runners: list[Runner]) -> list[str]:
         got = r.result()
         if got is None:
             continue
+        if r.name == FUNCTION:
+            if not np.array_equal(np.asarray(got), np.asarray(runners[0].result()), equal_nan=True):
+                warnings.append(f"{FUNCTION}(): output is not bit-identical to the prepared pool's")
+            continue
         got = np.asarray(got, dtype=np.float64)
         if got.shape != ref.shape:
             warnings.append(f"{r.name}: output shape {got.shape} != avgpool's {ref.shape}")
@@ -392,6 +437,17 @@ class Result:
         return self.times["avgpool"] / self.times[best] if best else None
 
     @property
+    def fn_ratio(self) -> float | None:
+        """The plain function's time / the fastest peer's."""
+        best = self.best_peer
+        return self.times[FUNCTION] / self.times[best] if best and FUNCTION in self.times else None
+
+    @property
+    def fn_over_prepared(self) -> float | None:
+        """The plain function's time / the prepared pool's (1.10 = 10% slower)."""
+        return self.times[FUNCTION] / self.times["avgpool"] if FUNCTION in self.times else None
+
+    @property
     def copy_share(self) -> float:
         return self.times["copy"] / self.times["avgpool"]
 
@@ -405,7 +461,7 @@ def run_workload(w: Workload, peers: list[str], rounds: int, budget_s: float) ->
     x_ncx = to_ncx(w, x)
     mine = avgpool_runner(w, x)
     out_ncx = avgpool.output_shape(x_ncx.shape, **w.shape_attrs)
-    runners, skipped = [mine], {}
+    runners, skipped = [mine, function_runner(w, x)], {}
     for peer in peers:
         try:
             runners.append(BUILDERS[peer](w, x_ncx, out_ncx))
@@ -437,22 +493,27 @@ def fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}"
 
 
-COLUMNS = ["workload", "avgpool", *PEERS, "best peer", "ratio", "copy", "copy share"]
+# "avgpool" is the prepared pool with out=, "function" avgpool.average_pool(x, **attrs);
+# ratio / fn ratio = each of them / the fastest peer; fn/prep = function / prepared
+COLUMNS = ["workload", "avgpool", "function", "fn/prep", *PEERS, "best peer", "ratio", "fn ratio", "copy",
+           "copy share"]
+NAME_WIDTH = 50
 
 
 def row(res: Result) -> list[str]:
     t = res.times
-    return [res.workload.name, fmt_time(t["avgpool"]), *(fmt_time(t.get(p)) for p in PEERS),
-            res.best_peer or "-", fmt_ratio(res.ratio), fmt_time(t["copy"]), f"{res.copy_share:.0%}"]
+    return [res.workload.name, fmt_time(t["avgpool"]), fmt_time(t.get(FUNCTION)), fmt_ratio(res.fn_over_prepared),
+            *(fmt_time(t.get(p)) for p in PEERS), res.best_peer or "-", fmt_ratio(res.ratio),
+            fmt_ratio(res.fn_ratio), fmt_time(t["copy"]), f"{res.copy_share:.0%}"]
 
 
 def print_header() -> None:
-    print(f"{COLUMNS[0]:<34}" + "".join(f"{c:>12}" for c in COLUMNS[1:]))
+    print(f"{COLUMNS[0]:<{NAME_WIDTH}}" + "".join(f"{c:>12}" for c in COLUMNS[1:]))
 
 
 def print_row(res: Result) -> None:
     cells = row(res)
-    print(f"{cells[0]:<34}" + "".join(f"{c:>12}" for c in cells[1:]), flush=True)
+    print(f"{cells[0]:<{NAME_WIDTH}}" + "".join(f"{c:>12}" for c in cells[1:]), flush=True)
     for msg in res.warnings:
         print(f"    WARNING {msg}", flush=True)
 
@@ -466,6 +527,9 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
     lines, summary = [], {"targets": {}}
     table = [r for r in results if r.workload.group == "table" and r.ratio is not None]
     every = [r for r in results if r.ratio is not None]
+    # perf-targets.md's "every ratio" covers its own rows and the kernel series; the model nodes
+    # have their own lines (issue 20) below
+    targeted = [r for r in every if r.workload.group in ("table", "scaling")]
 
     def target(key: str, ok: bool | None, text: str) -> None:
         summary["targets"][key] = ok
@@ -478,6 +542,42 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
     else:
         g = None
 
+    # the prepared pool (out=) and the plain function, each against the fastest peer, per row group
+    groups = (("table", "table rows"), ("node", "model-node rows"), ("scaling", "kernel-series rows"),
+              (None, "rows in all"))
+    present = {r.workload.group for r in every}
+    for kind, label in (("prepared", "prepared pool"), ("function", "function     ")):
+        summary[kind] = {}
+        for group, text in groups:
+            rows_ = [r for r in every if group is None or r.workload.group == group]
+            value = (lambda r: r.ratio) if kind == "prepared" else (lambda r: r.fn_ratio)
+            rows_ = [r for r in rows_ if value(r) is not None]
+            if not rows_:
+                continue
+            quiet = group is None and len(present) == 1     # "all" repeats the only group: no line
+            worst_row = max(rows_, key=value)
+            gm = geomean([value(r) for r in rows_])
+            summary[kind][group or "all"] = {"rows": len(rows_), "geomean": gm, "worst": value(worst_row),
+                                             "worst_row": worst_row.workload.name}
+            if not quiet:
+                lines.append(f"{label} / fastest peer, {len(rows_):>2} {text:<18}: geometric mean {gm:.2f}, "
+                             f"worst {value(worst_row):.2f} ({worst_row.workload.name})")
+    paired = [r for r in results if r.fn_over_prepared is not None]
+    nodes = [r for r in paired if r.workload.group == "node"]
+    if paired:
+        slow = [r for r in paired if r.fn_over_prepared > 1.10]
+        worst_fp = max(paired, key=lambda r: r.fn_over_prepared)
+        summary["fn_over_prepared"] = {
+            "geomean": geomean([r.fn_over_prepared for r in paired]), "worst": worst_fp.fn_over_prepared,
+            "worst_row": worst_fp.workload.name, "rows": len(paired), "within_10pct": len(paired) - len(slow),
+            "over_10pct": [r.workload.name for r in slow],
+            "nodes": len(nodes), "nodes_within_10pct": sum(r.fn_over_prepared <= 1.10 for r in nodes)}
+        lines.append(f"function / prepared: geometric mean {summary['fn_over_prepared']['geomean']:.2f} over "
+                     f"{len(paired)} rows, worst {worst_fp.fn_over_prepared:.2f} ({worst_fp.workload.name}); "
+                     f"within 10%: {len(paired) - len(slow)}/{len(paired)} rows"
+                     + (f", {summary['fn_over_prepared']['nodes_within_10pct']}/{len(nodes)} model nodes"
+                        if nodes else ""))
+
     series = {r.workload.attrs["kernel_shape"][0]: r for r in results if r.workload.group == "scaling"}
     k31_k1 = {}
     if 1 in series and 31 in series:
@@ -489,9 +589,9 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
     summary["k31_over_k1"] = k31_k1
 
     lines.append("")
-    worst = max(every, key=lambda r: r.ratio, default=None)
-    target("every_ratio", all(r.ratio <= 1.0 for r in every) if every else None,
-           f"every ratio <= 1.0 (all {len(every)} rows incl. the kernel series"
+    worst = max(targeted, key=lambda r: r.ratio, default=None)
+    target("every_ratio", all(r.ratio <= 1.0 for r in targeted) if targeted else None,
+           f"every ratio <= 1.0 ({len(targeted)} table rows and kernel series"
            + (f"; worst {worst.ratio:.2f} on {worst.workload.name})" if worst else ")"))
     target("geomean", None if g is None else g <= 0.7, "geometric mean of the ratios <= 0.7"
            + ("" if g is None else f" ({g:.2f})"))
@@ -509,6 +609,28 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
         ok = tiny.times["avgpool"] <= tiny.times["onnxruntime"]
     target("tiny", ok, "tiny case <= onnxruntime IOBinding"
            + (f" ({fmt_time(tiny.times['avgpool'])} vs {fmt_time(tiny.times['onnxruntime'])})" if ok is not None else ""))
+
+    # issue 20: the model nodes and the plain function
+    lines.append("")
+    fp = summary.get("fn_over_prepared", {})
+    worst_node = max(nodes, key=lambda r: r.fn_over_prepared, default=None)
+    target("fn_within_10pct_nodes", None if not nodes else fp["nodes_within_10pct"] == len(nodes),
+           "function within 10% of the prepared pool on every model node"
+           + (f" ({fp['nodes_within_10pct']}/{len(nodes)}; worst {worst_node.fn_over_prepared:.2f} on "
+              f"{worst_node.workload.name})" if nodes else ""))
+    target("fn_within_10pct", None if not paired else not fp["over_10pct"],
+           "function within 10% of the prepared pool on every row"
+           + (f" ({fp['within_10pct']}/{fp['rows']}; worst {fp['worst']:.2f} on {fp['worst_row']})" if paired else ""))
+    for kind in ("prepared", "function"):
+        node_stats = summary[kind].get("node")
+        target(f"{kind}_nodes_geomean", None if node_stats is None else node_stats["geomean"] <= 0.6,
+               f"model nodes, {kind}: geometric mean of the ratios <= 0.6"
+               + ("" if node_stats is None else f" ({node_stats['geomean']:.2f})"))
+        all_stats = summary[kind].get("all")
+        target(f"{kind}_every_ratio", None if all_stats is None else all_stats["worst"] <= 1.0,
+               f"{kind}: no row above 1.0 the fastest peer"
+               + ("" if all_stats is None else
+                  f" (all {all_stats['rows']} rows; worst {all_stats['worst']:.2f} on {all_stats['worst_row']})"))
     return lines, summary
 
 
@@ -524,10 +646,12 @@ def environment() -> dict[str, Any]:
 
 
 def write_markdown(path: Path, results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> None:
-    lines = [f"Median time per call, {env['threads_per_runtime']} threads per runtime, "
+    lines = [(f"Median time per call, {env['threads_per_runtime']} threads per runtime, "
              f"onnxruntime {env['onnxruntime']}, OpenVINO {env['openvino']}, torch {env['torch']}, "
              f"numpy {env['numpy']}, {env['cpus']} CPUs. "
-             "ratio = avgpool / fastest peer; copy share = copy time / avgpool time.", "",
+             "avgpool = prepared AveragePool with out=, function = avgpool.average_pool(x, **attrs); "
+             "ratio = avgpool / fastest peer, fn ratio = function / fastest peer, fn/prep = function / avgpool; "
+             "copy share = copy time / avgpool time."), "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row(r)) + " |" for r in results]
     lines += ["", "```", *summary_lines, "```", ""]
@@ -538,7 +662,8 @@ def write_json(path: Path, results: list[Result], summary: dict[str, Any], env: 
     data = {"environment": env, "settings": {"rounds": args.rounds, "batch_ms": args.batch_ms},
             "summary": summary,
             "results": [{"workload": dataclasses.asdict(r.workload), "median_s": r.times, "samples_s": r.samples,
-                         "best_peer": r.best_peer, "ratio": r.ratio, "copy_share": r.copy_share,
+                         "best_peer": r.best_peer, "ratio": r.ratio, "fn_ratio": r.fn_ratio,
+                         "fn_over_prepared": r.fn_over_prepared, "copy_share": r.copy_share,
                          "notes": r.notes, "skipped": r.skipped, "warnings": r.warnings} for r in results]}
     path.write_text(json.dumps(data, indent=1))
 
@@ -600,14 +725,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown peers {sorted(unknown)}; choose from {', '.join(PEERS)}", file=sys.stderr)
         return 2
-    selected = [w for w in workloads() if not args.only or args.only.lower() in w.name.lower()]
+    messages: list[str] = []
+    selected = [w for w in workloads(messages) if not args.only or args.only.lower() in w.name.lower()]
+
     if not selected:
+        for msg in messages:
+            print(f"NOTE: {msg}", file=sys.stderr)
         print(f"no workload name contains {args.only!r}", file=sys.stderr)
         return 2
     env = environment()
     print("avgpool benchmark: " + ", ".join(f"{k} {v}" for k, v in env.items()))
+    for msg in messages:
+        print(f"NOTE: {msg}")
     print(f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms, {PAUSE_S * 1e3:g} ms pause between peers; "
-          "times are medians per call; ratio = avgpool / fastest peer; copy share = copy time / avgpool time\n")
+          "times are medians per call; avgpool = prepared AveragePool with out=, function = "
+          "avgpool.average_pool(x, **attrs); ratio = avgpool / fastest peer, fn ratio = function / fastest peer, "
+          "fn/prep = function / avgpool; copy share = copy time / avgpool time\n")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > 0.5:
         print(f"WARNING: load average {load:.1f} before starting: other processes share the cores, so expect "
@@ -618,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             res = run_workload(w, peers, args.rounds, args.batch_ms / 1e3)
         except Exception as err:  # noqa: BLE001 - report it and go on with the other workloads
-            print(f"{w.name:<34}ERROR {type(err).__name__}: {err}", flush=True)
+            print(f"{w.name:<{NAME_WIDTH}}ERROR {type(err).__name__}: {err}", flush=True)
             failed.append(w.name)
             continue
         for peer, why in res.skipped.items():
@@ -638,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         if r.workload.note:
             print(f"  {r.workload.name}: {r.workload.note}")
     summary_lines, summary = summarize(results)
+    summary["model_node_messages"] = messages
     if failed:
         summary_lines.insert(0, f"ERROR: {len(failed)} workload(s) failed and are missing: {', '.join(failed)}")
     mismatched = [r.workload.name for r in results if r.warnings]
