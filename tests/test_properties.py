@@ -12,7 +12,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import avgpool
-from avgpool import engine
+from avgpool import engine, memo
 from avgpool.reference import reference_pool
 from helpers import FLOAT_DTYPES, assert_close_to_exact
 
@@ -28,6 +28,7 @@ def engine_settings(**constants):
         setattr(engine, name, value)
     engine.kernel_tables.cache_clear()
     engine.prepare.cache_clear()
+    memo.clear_all()  # calls remembered with the old settings
     try:
         yield
     finally:
@@ -35,6 +36,7 @@ def engine_settings(**constants):
             setattr(engine, name, value)
         engine.kernel_tables.cache_clear()
         engine.prepare.cache_clear()
+        memo.clear_all()
 
 
 def block_sums_from(taps: int):

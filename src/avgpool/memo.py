@@ -42,6 +42,12 @@ def freeze(value: Any) -> Any:
     raise Unhashable
 
 
+def clear_all() -> None:
+    """Forget every remembered call (for tests that change the engine's tuning constants)."""
+    for memo in _EVERY_MEMO:
+        memo.clear()
+
+
 class Memo:
     """A dictionary of at most ``size`` entries, the oldest dropped first. Shared by threads without
     a lock: a lock held by another thread when the process forks would hang the child, and a
@@ -50,6 +56,7 @@ class Memo:
     def __init__(self, size: int) -> None:
         self._size = size
         self._entries: dict = {}
+        _EVERY_MEMO.append(self)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -68,6 +75,9 @@ class Memo:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+_EVERY_MEMO: list[Memo] = []
 
 
 def call_prepared(prepared: Any, label: str, x: Any, out: Any) -> Any:

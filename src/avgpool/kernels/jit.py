@@ -234,8 +234,8 @@ class _CompileLog(event.Listener):
         self._local.depth = depth + 1
         if depth == 0 and self._ours(ev):
             self._local.start = time.perf_counter()
-            LOG.warning("avgpool: compiling %s for %s on this machine (first use; this can take a minute, "
-                        "and is cached in %s)", ev.data["dispatcher"].py_func.__name__, _types(ev.data["args"]),
+            LOG.warning("avgpool: compiling %s for %s on this machine (first use, up to a minute; then cached in "
+                        "%s)", ev.data["dispatcher"].py_func.__name__, _data_type(ev.data["args"]),
                         cache_location() or "no folder: set NUMBA_CACHE_DIR")
 
     def on_end(self, ev: Any) -> None:
@@ -250,8 +250,12 @@ class _CompileLog(event.Listener):
         return getattr(func, "__module__", "").startswith("avgpool.")
 
 
-def _types(args: Any) -> str:
-    return ", ".join(str(a) for a in args)[:120]
+def _data_type(args: Any) -> str:
+    """What a kernel is being compiled for, in a user's words: the dtype of its first array."""
+    for arg in args:
+        if hasattr(arg, "dtype"):
+            return f"{arg.dtype} arrays"
+    return "its arguments"
 
 
 event.register("numba:compile", _CompileLog())
