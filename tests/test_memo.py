@@ -70,3 +70,26 @@ def test_the_memo_is_bounded():
         for stride in range(1, 100):
             avgpool.average_pool(x[..., :size], [1, 1], strides=[stride, 1])
     assert len(api._CALLS) <= 512
+
+
+def test_the_memo_holds_no_large_tables():
+    """A remembered call keeps its prepared pool, window tables included: a long 1-D line's tables
+    (48 bytes per output) are not kept beyond the engine's byte budget."""
+    from avgpool import engine
+
+    x = np.ones((1, 1, 1 << 20), np.float32)
+    before = len(api._CALLS)
+    avgpool.average_pool(x, [2], strides=[1])  # ~1M outputs: ~48 MiB of tables
+    assert len(api._CALLS) == before
+    assert api._CALLS._bytes <= engine.CACHE_BYTES
+
+
+def test_a_prepared_pool_keeps_a_bounded_number_of_shapes():
+    pool = avgpool.AveragePool([2, 2])
+    for width in range(2, 1200):
+        pool(np.ones((1, 1, 2, width), np.float32))
+    assert len(pool._prepared) <= 512
+    big = np.ones((1, 1, 1 << 20), np.float32)  # ~48 MiB of tables: beyond the budget, kept alone
+    one_d = avgpool.AveragePool([2])
+    one_d(big)
+    assert len(one_d._prepared) == 1

@@ -6,14 +6,12 @@ would after ``pip install``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -21,60 +19,9 @@ import pytest
 
 from avgpool.kernels import jit
 
+from helpers import run_battery as _run_battery
+
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-# Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled and
-# a digest of results covering every dtype and kernel family.
-BATTERY = textwrap.dedent("""
-    import hashlib, json, sys
-    import numpy as np
-    from numba.core import event
-    compiled = []
-    class Count(event.Listener):
-        def on_start(self, ev):
-            if ev.data["dispatcher"].py_func.__module__.startswith("avgpool."):
-                compiled.append(ev.data["dispatcher"].py_func.__name__)
-        def on_end(self, ev):
-            pass
-    event.register("numba:compile", Count())
-    import avgpool, ml_dtypes
-    kinds = json.loads(sys.argv[1])
-    avgpool.warmup(kinds)
-    rng = np.random.default_rng(7)
-    digest = hashlib.sha256()
-    def add(y):
-        digest.update(np.ascontiguousarray(y).tobytes())
-    if kinds is None or "float32" in kinds:
-        for dtype in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
-            x = (rng.standard_normal((2, 3, 33, 40)) * 10.0 ** rng.integers(-3, 4, (2, 3, 33, 40))).astype(dtype)
-            x.flat[::97] = np.nan
-            for k, s, p in ((1, 1, 0), (2, 2, 0), (3, 1, 1), (4, 4, 0), (5, 1, 2), (13, 1, 6), (25, 1, 12), (7, 3, 3)):
-                add(avgpool.average_pool(x, [k, k], strides=[s, s], pads=[p] * 4, ceil_mode=True))
-                add(avgpool.average_pool(np.moveaxis(x, 1, -1), [k, k], strides=[s, s], pads=[p] * 4, layout="NXC"))
-            add(avgpool.average_pool(x, [33, 40]))
-            add(avgpool.average_pool(x[:, :, 0], [5]))
-            add(avgpool.average_pool(np.ascontiguousarray(x[:, :, :8, :8]).reshape(2, 3, 4, 2, 8), [3, 2, 5]))
-        big = rng.standard_normal((2, 16, 128, 128)).astype(np.float32)
-        add(avgpool.average_pool(big, [5, 5], pads=[2] * 4))
-        add(avgpool.average_pool(big.astype(np.float64), [3, 3]))
-    if kinds is None or "qlinear-uint8" in kinds:
-        for dtype in (np.uint8, np.int8):
-            q = rng.integers(-128 if dtype == np.int8 else 0, 128 if dtype == np.int8 else 256, (2, 4, 9, 11)).astype(dtype)
-            for channels_last in (False, True):
-                qx = np.ascontiguousarray(np.moveaxis(q, 1, -1)) if channels_last else q
-                add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [3, 3], pads=[1] * 4, channels_last=channels_last))
-                add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [9, 11], channels_last=channels_last))
-    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest()}))
-""")
-
-
-def _run_battery(tmp_path: Path, kinds: list[str] | None = None, **env: str) -> dict:
-    environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), **env)
-    result = subprocess.run([sys.executable, "-c", BATTERY, json.dumps(kinds)], env=environment, capture_output=True,
-                            text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1]) | {"stderr": result.stderr}
-
 
 needs_a_level = pytest.mark.skipif(not jit.shipped_levels(), reason="no precompiled level runs on this CPU")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,7 +66,7 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
 
 
 #: Calls of :func:`average_pool` validated before: their key -> (prepared pool, operator label).
-_CALLS = Memo(512)
+_CALLS = Memo(512, engine.held_bytes, engine.CACHE_BYTES, engine.CACHE_ENTRY_BYTES)
 
 
 class AveragePool:
@@ -87,7 +88,10 @@ class AveragePool:
                                 ceil_mode=ceil_mode, count_include_pad=count_include_pad, dilations=dilations,
                                 opset=opset, layout=layout)
         self._version = onnx_dialect.op_version(opset)
-        self._prepared: dict[tuple, engine.PreparedPool] = {}
+        # per (shape, dtype), bounded by count and bytes like the function's memo, so that a pool
+        # fed thousands of shapes keeps only the latest; but the latest is always kept, however
+        # large its tables (its caller holds the pool to call it again)
+        self._prepared = Memo(512, engine.held_bytes, engine.CACHE_BYTES, entry_bytes=sys.maxsize)
 
     def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
         if type(x) is np.ndarray:
@@ -101,7 +105,7 @@ class AveragePool:
             array, spec, layout = _validated(x, self._version, **self._attributes)
             prepared = engine.prepare(spec, array.shape, array.dtype, layout)
             if array is x:
-                self._prepared[(array.shape, array.dtype)] = prepared
+                self._prepared.put((array.shape, array.dtype), prepared)
             return prepared(array, out)
 
 

@@ -8,6 +8,8 @@ lists/tuples of ints are not remembered: such calls are validated every time.
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from .errors import AvgPoolError
@@ -44,40 +46,54 @@ def freeze(value: Any) -> Any:
 
 def clear_all() -> None:
     """Forget every remembered call (for tests that change the engine's tuning constants)."""
-    for memo in _EVERY_MEMO:
+    for memo in list(_EVERY_MEMO):
         memo.clear()
 
 
 class Memo:
-    """A dictionary of at most ``size`` entries, the oldest dropped first. Shared by threads without
-    a lock: a lock held by another thread when the process forks would hang the child, and a
-    lost or repeated entry only costs one validation."""
+    """A dictionary of at most ``size`` entries, the oldest dropped first; with ``weigh``, also of
+    at most ``total_bytes`` of what ``weigh`` counts, and no entry above ``entry_bytes`` (such a
+    call is validated each time: keeping it would cost more memory than it saves time). Shared by
+    threads without a lock: a lock held by another thread when the process forks would hang the
+    child, and a lost or repeated entry only costs one validation."""
 
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: dict = {}
-        _EVERY_MEMO.append(self)
+    def __init__(self, size: int, weigh: Callable[[Any], int] | None = None, total_bytes: int = 0,
+                 entry_bytes: int = 0) -> None:
+        self._size, self._weigh = size, weigh
+        self._total_bytes, self._entry_bytes = total_bytes, entry_bytes
+        self._entries: dict = {}  # key -> (value, bytes)
+        self._bytes = 0
+        _EVERY_MEMO.add(self)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def get(self, key: Any) -> Any:
-        return self._entries.get(key)
+        found = self._entries.get(key)
+        return None if found is None else found[0]
 
     def put(self, key: Any, value: Any) -> None:
+        weight = self._weigh(value) if self._weigh is not None else 0
+        if self._weigh is not None and weight > self._entry_bytes:
+            return
         entries = self._entries
-        while len(entries) >= self._size:
+        while entries and (len(entries) >= self._size or self._bytes + weight > self._total_bytes > 0):
             try:
-                del entries[next(iter(entries))]
+                _, dropped = entries.pop(next(iter(entries)))
             except (KeyError, StopIteration, RuntimeError):  # another thread changed it meanwhile
                 break
-        entries[key] = value
+            self._bytes -= dropped
+        if not entries:
+            self._bytes = 0
+        entries[key] = (value, weight)
+        self._bytes += weight
 
     def clear(self) -> None:
         self._entries.clear()
+        self._bytes = 0
 
 
-_EVERY_MEMO: list[Memo] = []
+_EVERY_MEMO: weakref.WeakSet[Memo] = weakref.WeakSet()  # an AveragePool's memo goes with it
 
 
 def call_prepared(prepared: Any, label: str, x: Any, out: Any) -> Any:

@@ -62,7 +62,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int], pads_begi
 
 
 #: Calls of :func:`avg_pool` validated before: key -> prepared pool.
-_CALLS = Memo(512)
+_CALLS = Memo(512, engine.held_bytes, engine.CACHE_BYTES, engine.CACHE_ENTRY_BYTES)
 
 
 def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, strides: Sequence[int],

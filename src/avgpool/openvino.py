@@ -74,7 +74,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
 
 
 #: Calls of :func:`avg_pool` validated before: key -> (prepared pool, operator label, spec).
-_CALLS = Memo(512)
+_CALLS = Memo(512, engine.held_bytes, engine.CACHE_BYTES, engine.CACHE_ENTRY_BYTES)
 
 
 def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, exclude_pad: bool,
