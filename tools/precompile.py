@@ -4,7 +4,7 @@
     python3 run.py avgpool ...            # (any command: creates .venv first)
     .venv/bin/python tools/precompile.py  # rebuild every level of avgpool.kernels.jit.LEVELS
 
-For each portable x86-64 level, a fresh process compiles every kind of avgpool.warmup.KINDS
+For each portable x86-64 level, a fresh process compiles every kind of avgpool.first_calls.KINDS
 with numba configured for that level's CPU (NUMBA_CPU_NAME=<level>, no extra features), and the
 entry kernels' cache files replace that level's folder. Run it after any change to a file under
 src/avgpool/kernels/, or to numba's version: tests/test_precompiled.py fails until then.

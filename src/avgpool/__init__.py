@@ -9,7 +9,7 @@ from . import onednn, openvino
 from .api import AveragePool, average_pool, output_shape
 from .errors import AvgPoolError
 from .qlinear import qlinear_average_pool
-from .warmup import cache_location, warmup
+from .first_calls import cache_location, warmup
 
 __all__ = [
     "AveragePool", "AvgPoolError", "average_pool", "cache_location", "onednn", "openvino", "output_shape",

@@ -480,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
                "  avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode\n"
                "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
                "  avgpool run model.onnx --output-dir out --check\n"
+               "  avgpool warmup\n"
                "run 'avgpool COMMAND --help' for each command's flags")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("demo", help="compute the worked examples of the ONNX spec and compare with the published outputs",
@@ -572,7 +573,36 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", action="store_true", help="compare with onnxruntime (if installed)")
     run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --check (default 1e-4)")
     run.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of --check (default 1e-6)")
+
+    from .first_calls import KINDS
+
+    warmup = commands.add_parser(
+        "warmup", help="load or compile the kernels ahead of the first call (container images, CI)",
+        formatter_class=_Formatter,
+        description="Make each kind of first call once, so that later processes start warm: where the package "
+                    "ships precompiled kernels for this CPU this only loads them; elsewhere it compiles them "
+                    "(up to a minute per dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).",
+        epilog="examples:\n"
+               "  avgpool warmup\n"
+               "  avgpool warmup float32 qlinear-uint8\n"
+               "  NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile\n"
+               f"kinds: {', '.join(KINDS)}")
+    warmup.add_argument("kinds", nargs="*", metavar="KIND", help="kinds to warm up (default: all)")
     return parser
+
+
+def command_warmup(args: argparse.Namespace, stdout: TextIO) -> int:
+    """Warm up the chosen kinds, a line each, then where compiled kernels are kept."""
+    from .first_calls import cache_location, warmup
+    from .kernels import jit
+
+    warmup(args.kinds or None, report=lambda kind, seconds: print(f"{kind:26s} {seconds:6.2f} s", file=stdout,
+                                                                         flush=True))
+    levels = jit.shipped_levels()
+    print(f"precompiled kernels: {levels[0] if levels else 'none for this CPU, numba and Python'}", file=stdout)
+    print(f"kernels compiled here are kept in: {cache_location() or 'no writable folder (set NUMBA_CACHE_DIR)'}",
+          file=stdout)
+    return 0
 
 
 @contextlib.contextmanager
@@ -597,7 +627,8 @@ def _one_interrupt() -> Iterator[None]:
 
 
 def _command(args: argparse.Namespace, stdout: TextIO) -> int:
-    commands = {"shape": command_shape, "explain": command_explain, "pool": command_pool, "run": command_run}
+    commands = {"shape": command_shape, "explain": command_explain, "pool": command_pool, "run": command_run,
+                "warmup": command_warmup}
     return run_demo(stdout) if args.command == "demo" else commands[args.command](args, stdout)
 
 
