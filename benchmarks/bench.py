@@ -192,17 +192,19 @@ FUNCTION = "average_pool"        # the plain-function runner's name (its key in 
 
 
 def function_runner(w: Workload, x: np.ndarray) -> Runner:
-    """avgpool as users call it: ``avgpool.average_pool(x, **attrs)``, a new output per call."""
-    kwargs = dict(w.attrs)
+    """avgpool as users call it: the plain ``avgpool.average_pool(x, **attrs, out=out)``, attributes
+    passed (and looked up) on every call; ``out=`` as for the prepared pool, so that fn/prep is
+    the cost of the function itself, not of allocating an output."""
+    out = np.empty(avgpool.output_shape(x.shape, layout=w.layout, **w.shape_attrs), dtype=x.dtype)
+    kwargs = dict(w.attrs, out=out)
     if w.layout != "NCX":
         kwargs["layout"] = w.layout
     pool = avgpool.average_pool
-    box: list = [None]
 
     def call():
-        box[0] = pool(x, **kwargs)
+        return pool(x, **kwargs)
 
-    return Runner(FUNCTION, call, lambda: to_ncx(w, box[0]), note="average_pool(x, **attrs), no out=")
+    return Runner(FUNCTION, call, lambda: to_ncx(w, out), note="average_pool(x, **attrs, out=out)")
 
 
 def copy_runner(w: Workload, x: np.ndarray, out_shape: tuple[int, ...]) -> Runner:
@@ -493,7 +495,7 @@ def fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}"
 
 
-# "avgpool" is the prepared pool with out=, "function" avgpool.average_pool(x, **attrs);
+# "avgpool" is the prepared pool with out=, "function" avgpool.average_pool(x, **attrs, out=out);
 # ratio / fn ratio = each of them / the fastest peer; fn/prep = function / prepared
 COLUMNS = ["workload", "avgpool", "function", "fn/prep", *PEERS, "best peer", "ratio", "fn ratio", "copy",
            "copy share"]
@@ -649,7 +651,7 @@ def write_markdown(path: Path, results: list[Result], summary_lines: list[str], 
     lines = [(f"Median time per call, {env['threads_per_runtime']} threads per runtime, "
              f"onnxruntime {env['onnxruntime']}, OpenVINO {env['openvino']}, torch {env['torch']}, "
              f"numpy {env['numpy']}, {env['cpus']} CPUs. "
-             "avgpool = prepared AveragePool with out=, function = avgpool.average_pool(x, **attrs); "
+             "avgpool = prepared AveragePool with out=, function = avgpool.average_pool(x, **attrs, out=out); "
              "ratio = avgpool / fastest peer, fn ratio = function / fastest peer, fn/prep = function / avgpool; "
              "copy share = copy time / avgpool time."), "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -739,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"NOTE: {msg}")
     print(f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms, {PAUSE_S * 1e3:g} ms pause between peers; "
           "times are medians per call; avgpool = prepared AveragePool with out=, function = "
-          "avgpool.average_pool(x, **attrs); ratio = avgpool / fastest peer, fn ratio = function / fastest peer, "
+          "avgpool.average_pool(x, **attrs, out=out); ratio = avgpool / fastest peer, fn ratio = function / fastest peer, "
           "fn/prep = function / avgpool; copy share = copy time / avgpool time\n")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > 0.5:

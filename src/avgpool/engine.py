@@ -19,10 +19,13 @@ from .plan import AxisPlan, make_plan
 from .shape import infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 
-# Below this many input elements one thread is faster. Sharing a job with a helper that is
-# spinning costs ~10 us (measured, 2 threads: 1x128x56x56 2x2 s2 65 -> 50 us, 1x24x112x112 3x3 s2
-# 79 -> 53 us; a helper that has gone to sleep joins late and the caller does the work alone).
-PARALLEL_MIN_ELEMENTS = 1 << 17
+# Below this many input elements one thread is faster. A helper that is spinning joins a job within
+# a microsecond, and one that has gone to sleep joins late (the caller then does the work alone,
+# never waiting for it), so sharing pays from a few microseconds of work: the model nodes of
+# benchmarks/bench.py with small planes and many channels (1x1024x7x7, 1x576x14x14, 1x272x14x14
+# 3x3; 1x512x14x14 2x2), 50K-113K elements, run in 0.55-0.65 of their serial time on two
+# threads, and 1x1024x6x6 7x7 (37K) in 0.93; 1x544x7x7 7x7 (27K, a global sum) does not gain.
+PARALLEL_MIN_ELEMENTS = 1 << 15
 # Below this many elements each thread takes one piece (threads.pieces_for); above, more pieces
 # leave less to wait for when a thread runs late.
 MANY_PIECES_ELEMENTS = 1 << 22
