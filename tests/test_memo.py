@@ -93,3 +93,33 @@ def test_a_prepared_pool_keeps_a_bounded_number_of_shapes():
     one_d = avgpool.AveragePool([2])
     one_d(big)
     assert len(one_d._prepared) == 1
+
+
+def test_a_prepared_pool_fed_thousands_of_shapes_stays_small(tmp_path):
+    """One AveragePool called on 4000 distinct shapes (a service fed variable-length inputs),
+    measured in a fresh interpreter with tracemalloc: what it keeps stays within the engine's
+    byte budget (each shape's tables were kept before: +600 MB for such a run)."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from avgpool import engine
+
+    script = textwrap.dedent("""
+        import gc, json, tracemalloc
+        import numpy as np, avgpool
+        pool = avgpool.AveragePool([3], strides=[1], pads=[1, 1])
+        pool(np.ones((1, 1, 10), np.float32))  # kernels loaded
+        tracemalloc.start()
+        for length in range(1000, 5000):
+            pool(np.ones((1, 1, length), np.float32))
+        gc.collect()
+        print(json.dumps({"held": tracemalloc.get_traced_memory()[0], "shapes": len(pool._prepared)}))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["shapes"] <= 512
+    # its own budget, the engine caches' budget, and change; 4000 shapes' tables take ~480 MB
+    assert report["held"] < 2 * engine.CACHE_BYTES + 16 * 2**20, report
