@@ -12,6 +12,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from .errors import AvgPoolError
 
 
@@ -29,6 +31,18 @@ def ints(value: Any) -> tuple[int, ...] | None:
                 raise Unhashable
         return tuple(value)
     raise Unhashable
+
+
+def call_key(x: Any, sequences: tuple, scalars: tuple) -> tuple | None:
+    """The key a call on ``x`` is remembered by: its shape and dtype, the ``sequences`` of ints
+    (:func:`ints`) and the ``scalars`` with their types; None when ``x`` is not a plain ndarray or a
+    value is not one :func:`ints` or a plain scalar remembers."""
+    if type(x) is not np.ndarray:
+        return None
+    try:
+        return x.shape, x.dtype, *map(ints, sequences), *map(type, scalars), *scalars
+    except Unhashable:
+        return None
 
 
 def freeze(value: Any) -> Any:

@@ -11,7 +11,7 @@ from . import engine
 from .dialects import onednn as onednn_dialect
 from .errors import error_context
 from .inputs import as_input_array, as_input_shape
-from .memo import Memo, Unhashable, call_prepared, ints
+from .memo import Memo, call_key, call_prepared
 from .shape import infer_output_shape
 
 
@@ -37,18 +37,10 @@ def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int], pads_begi
     kernel, a ceil window starting past the end) raise :class:`avgpool.AvgPoolError`, as does any
     invalid value.
     """
-    key = None
-    if type(x) is np.ndarray:
-        try:
-            key = (x.shape, x.dtype, ints(kernel), ints(strides), ints(pads_begin), ints(pads_end), type(exclude_pad),
-                   exclude_pad, type(rounding_type), rounding_type, type(auto_pad), auto_pad, type(data_format),
-                   data_format)
-        except Unhashable:
-            key = None
-        else:
-            found = _CALLS.get(key)
-            if found is not None:  # validated before: the prepared pool
-                return call_prepared(found, onednn_dialect.LABEL, x, out)
+    key = call_key(x, (kernel, strides, pads_begin, pads_end), (exclude_pad, rounding_type, auto_pad, data_format))
+    found = _CALLS.get(key)
+    if found is not None:  # validated before: the prepared pool
+        return call_prepared(found, onednn_dialect.LABEL, x, out)
     with error_context(onednn_dialect.LABEL):
         array = as_input_array(x, onednn_dialect.DTYPES, onednn_dialect.DTYPES_TEXT, min_rank=0)
         layout = onednn_dialect.parse_layout(data_format)

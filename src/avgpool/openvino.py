@@ -12,7 +12,7 @@ from .dialects import openvino as openvino_dialect
 from .empty_windows import apply_onednn_empty_windows
 from .errors import error_context
 from .inputs import as_input_array, as_input_shape
-from .memo import Memo, Unhashable, call_prepared, ints
+from .memo import Memo, call_key, call_prepared
 from .shape import infer_output_shape
 from .spec import Layout
 
@@ -47,19 +47,11 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
     explicit pad as long as the dilated kernel, an attribute the version does not have, or any
     invalid value.
     """
-    key = None
-    if type(x) is np.ndarray:
-        try:
-            key = (x.shape, x.dtype, ints(kernel), ints(strides), ints(pads_begin), ints(pads_end), ints(dilations),
-                   type(exclude_pad), exclude_pad, type(rounding_type), rounding_type, type(auto_pad), auto_pad,
-                   type(version), version)
-        except Unhashable:
-            key = None
-        else:
-            found = _CALLS.get(key)
-            if found is not None:  # validated before: the prepared pool
-                prepared, label, spec = found
-                return apply_onednn_empty_windows(call_prepared(prepared, label, x, out), spec, x.shape)
+    key = call_key(x, (kernel, strides, pads_begin, pads_end, dilations), (exclude_pad, rounding_type, auto_pad, version))
+    found = _CALLS.get(key)
+    if found is not None:  # validated before: the prepared pool
+        prepared, label, spec = found
+        return apply_onednn_empty_windows(call_prepared(prepared, label, x, out), spec, x.shape)
     version = openvino_dialect.check_version(version)
     label = openvino_dialect.label(version)
     with error_context(label):
