@@ -89,9 +89,11 @@ def test_helper_leaves_the_callers_cpu():
 def test_caller_on_the_helpers_cpu_lets_it_move_at_once():
     """A short job posted from the CPU its helper is pinned to: the caller would finish every
     piece before the OS let the helper run (it did so for hundreds of jobs, measured), so it
-    offers the CPU once and the helper moves at the first or second job."""
+    offers the CPU once and the helper moves at the first or second job on a quiet machine; with
+    the other CPU busy (other processes compiling) it took 3 in 3 of 16 runs of this file, so the
+    bound is 10, far below the hundreds without the offer."""
     jobs, moved, all_counted = _jobs_until_the_helper_moves(2000, 2, 200)
-    assert moved and jobs <= 2, f"the helper stayed on the caller's CPU for {jobs} jobs"
+    assert moved and jobs <= 10, f"the helper stayed on the caller's CPU for {jobs} jobs"
     assert all_counted
 
 
