@@ -327,18 +327,23 @@ class PreparedPool:
 
 @dataclass(frozen=True, eq=False)
 class RunningPlan:
-    """The exact int64 running-sum passes of :mod:`.kernels.running` for one (spec, shape).
+    """The exact int64 running sums of :mod:`.kernels.running` for one (spec, shape).
 
-    ``passes[j]`` = (axis, runs per slab, values per row, pad_begin, kernel, padded line length;
-    the line length is 0 but for the pass along a contiguous axis) in the order run: in NCX the
-    contiguous last axis first (its lines are window sums eight at a time), so that the last
-    pass, which scales the sums and writes the output, moves rows of values as vectors (a 1-D NCX
-    slab has only that pass; a 2-D one is done in one sweep). ``row_factors`` are the divisor
-    scales of the axes before the last pass's axis (one per run of a slab), ``inner_factors``
-    those of the axes after it (one per value of a row). ``headroom``: how many bits a value may
-    take as an integer so that no sum of the pool overflows an int64. ``int_size``: the largest
-    intermediate of one slab. ``group``: slabs checked and pooled together (their input fits in
-    EXACT_GROUP_BYTES, so the sums read it from cache after the check)."""
+    ``passes[j]`` = (axis, runs per slab, values per row, pad_begin, kernel, padded line length,
+    clipped; the last four are 0 but for the contiguous axis of NCX), in NCX the contiguous last
+    axis first (the kernel reads its line geometry from ``passes[0]``). ``clipped``: that line
+    would be more than twice the input and output along the axis (a huge kernel with few
+    outputs), so the kernel sums the windows clipped to the input from prefix sums instead, in a
+    line of ``2 * length + 1`` (a 1-D line, clipped or long, is streamed in chunks: no line).
+    ``row_factors`` are the divisor scales of the axes before the last running axis (the last
+    spatial axis of NXC, the one before it of NCX; one per output row of the axes before it),
+    ``inner_factors`` those of the axes after it (one per value of a row). ``headroom``: how
+    many bits a value may take as an integer so that no sum of the pool overflows an int64.
+    ``int_size``: the running sums the kernel holds while it sweeps a slab, one row along each
+    axis (NCX: but the last two), the product of the later axes' lengths and the channels:
+    ``2 * slab / length of the first axis`` bytes and less, never a copy of the slab. ``group``:
+    slabs checked and pooled together (their input fits in EXACT_GROUP_BYTES, so the sums read
+    it from cache after the check)."""
 
     passes: np.ndarray
     row_factors: np.ndarray
@@ -361,24 +366,32 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
         return None
     current = [g.length for g in geometry]
     order = [ndim - 1, *range(ndim - 1)] if ncx else list(range(ndim))
-    rows, sizes = [], [math.prod(current) * channels]
+    rows = []
     for axis in order:
         g = geometry[axis]
         runs = math.prod(current[:axis])
         inner = math.prod(current[axis + 1:]) * channels
         contiguous = ncx and axis == ndim - 1
         line = max(g.pad_begin + g.length, g.out - 1 + g.kernel) if contiguous else 0  # pad_begin zeros on
-        rows.append((axis, runs, inner, g.pad_begin, g.kernel, line))
+        # windows clipped to the input hold at most ``length`` <= ``kernel`` values: within headroom
+        clipped = contiguous and g.kernel >= g.length and line > 2 * (g.length + g.out) + 64
+        if clipped:
+            line = 2 * g.length + 1
+        rows.append((axis, runs, inner, g.pad_begin if contiguous else 0, g.kernel if contiguous else 0, line,
+                     int(clipped)))
         current[axis] = geometry[axis].out
-        sizes.append(math.prod(current) * channels)
+    held = [math.prod(g.length for g in geometry[axis + 1:]) * channels for axis in range(ndim)]
+    if ndim == 2 and geometry[0].length == 1:
+        held[0] = 0  # one row: the kernel reads it from the input
     final = order[-1]
     scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
     inner_factors = scales[-1] if ncx else np.ones(channels)
     taps_bits = math.ceil(math.log2(math.prod(g.kernel for g in geometry)))
-    return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 6), np.ascontiguousarray(row_factors),
-                       _cache_aligned(np.asarray(inner_factors, dtype=np.float64)), 62 - taps_bits, max(sizes),
-                       max(1, EXACT_GROUP_BYTES // (sizes[0] * 4)))
+    return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 7), np.ascontiguousarray(row_factors),
+                       _cache_aligned(np.asarray(inner_factors, dtype=np.float64)), 62 - taps_bits,
+                       sum(held[:max(0, ndim - 2)] if ncx else held),
+                       max(1, EXACT_GROUP_BYTES // (math.prod(g.length for g in geometry) * channels * 4)))
 
 
 def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -> int | None:

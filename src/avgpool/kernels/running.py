@@ -13,13 +13,20 @@ round. A slab that fails the check (NaN, Inf, or a range
 wider than about ``2**(38 - log2(taps))`` between its largest and smallest nonzero magnitude) is
 pooled by the float64 kernels of :mod:`.separable` instead.
 
-Passes: along a contiguous axis (the last one of an NCX slab) each line is copied as integers
-between zeros, and its window sums come eight at a time from an in-register prefix sum
-(:mod:`.vector_scan`); along any other axis rows of ``inner`` values move as a running vector
-sum. All passes but the last write integer window sums; the last one scales them and writes the
-output. In NCX the contiguous axis goes first, so that the last pass, which converts and scales,
-runs as vectors; a 2-D NCX slab (an image plane) is done in one sweep instead
-(:func:`_exact_plane`), every intermediate in cache.
+A slab is swept once, in order, holding only running sums: along each spatial axis but the
+last, a running vector sum of the rows the current window covers (``_vertical_step``: one row
+leaves, one enters, as integers), each level summing rows of the level above it; the first
+level reads the input, converting its values as they enter and leave. Along the last axis, an
+NXC slab's rows of channels move the same way and are scaled into the output; an NCX slab's
+last axis is contiguous, and each line of column sums gets its window sums eight at a time from
+an in-register prefix sum (:mod:`.vector_scan`). So the integers held are one row of each
+level (``2 * slab / L0`` bytes and less, whatever the slab), never a copy of the slab: memory
+is the input, the output, and a few rows (a 2-D NCX slab, an image plane, is one sweep,
+:func:`_exact_plane`, every intermediate in cache). A line of column sums whose padded line
+would be much longer than its input and output (a huge kernel with few outputs) takes its
+window sums from the prefix sums of the values actually read instead (``clipped``); a 1-D NCX
+line is copied whole only up to :data:`WHOLE_LINE_MAX`, else streamed in chunks
+(:func:`_streamed_lines`), whatever its length and kernel.
 """
 
 from __future__ import annotations
@@ -122,6 +129,30 @@ def _line_window_sums(line, n_out, k, sums):
 
 
 @kernel(**_PER_LINE)
+def _contiguous_sums(line, width, n_out, k, clipped, firsts, counts, t, sums):
+    """``sums[o]`` for ``o < n_out``: the window sums along a contiguous axis of ``width`` values.
+    Not ``clipped``: ``line`` holds them between zeros (the axis's pad_begin zeros before them),
+    and every window is ``k`` consecutive values of it (:func:`_line_window_sums`). ``clipped``
+    (a line that long would be much longer than the input and the output: a huge kernel with
+    few outputs): ``line`` holds the values from its start, and the window sums are differences
+    of their prefix sums, written after them (``line`` holds ``2 * width + 1``), over the windows
+    clipped to the input (``firsts``, ``counts`` from ``t``). Both sums are exact integers: the
+    same, either way."""
+    if not clipped:
+        _line_window_sums(line, n_out, k, sums)
+        return
+    n = _U(width)
+    total = np.int64(0)
+    line[n] = 0
+    for i in range(n):
+        total += line[i]
+        line[n + 1 + i] = total
+    for o in range(_U(n_out)):
+        f = firsts[t + o]
+        sums[o] = line[n + _U(f + counts[t + o])] - line[n + _U(f)]
+
+
+@kernel(**_PER_LINE)
 def _scale_line(sums, out, w, m, scale, factors, f):
     """``out[w + i] = float64(sums[i]) * scale * factors[f + i]`` for ``i < m``: a line's
     integer window sums as the output, rounded once from float64."""
@@ -129,25 +160,82 @@ def _scale_line(sums, out, w, m, scale, factors, f):
         out[w + i] = np.float64(sums[i]) * scale * factors[f + i]
 
 
+#: Outputs of a 1-D line summed per chunk by :func:`_streamed_lines`: its buffers (three times
+#: this many int64s, 96 KiB) stay in the L2 cache, whatever the line's length or kernel.
+LINE_CHUNK = 4096
+#: A 1-D NCX line (zeros, pads and all) up to this long is copied whole as integers
+#: (:func:`_running_lines`: each value converted once, where :func:`_streamed_lines` converts
+#: it entering and leaving: 4x16x20000 k9 took 0.80 ms serial, 0.39 on two threads, against
+#: 0.91 and 0.47 streamed); a longer one, or a clipped one, is streamed (its line and sums
+#: would take 16 bytes per value: 1x1x4M k9 36 -> 5.8 ms streamed, the whole line out of cache).
+WHOLE_LINE_MAX = 1 << 16
+
+
+@kernel(**_PER_LINE)
+def _segment_to_fixed_point(x, p, length, start, count, to_int, buf, at):
+    """``buf[at + m]`` for ``m < count``: the value at index ``start + m`` of the line of
+    ``length`` floats of ``x`` from ``p``, as an integer (times ``to_int``), or 0 outside it."""
+    lo = min(max(-start, 0), count)
+    hi = max(min(length - start, count), lo)
+    d = _U(at)
+    for m in range(_U(lo)):
+        buf[d + m] = 0
+    src = _U(p + start + lo)
+    if to_int <= _FLOAT32_TOP_POWER:
+        narrow = np.float32(to_int)
+        for m in range(_U(hi - lo)):
+            buf[d + _U(lo) + m] = _fixed32(x[src + m], narrow)
+    else:
+        for m in range(_U(hi - lo)):
+            buf[d + _U(lo) + m] = _fixed(x[src + m], to_int)
+    for m in range(_U(hi), _U(count)):
+        buf[d + m] = 0
+
+
 @kernel(**_COMPUTE)
-def _running_lines(x, s0, dst, d0, rows, length, n_out, pad_begin, k, to_int, line, sums, final, out, unit, scales,
-                   t0):
-    """Window sums of ``k`` taps at stride 1 along a contiguous axis: ``rows`` lines of
-    ``length`` float values from ``s0`` as integers (times ``to_int``), ``n_out`` sums each.
+def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums, out, d0, scale, scales, t0):
+    """A 1-D NCX slab, or ``rows`` of them (or the one row of a 2-D one): window sums of ``k``
+    taps at stride 1 along the contiguous axis of ``rows`` lines of ``length`` float values from
+    ``s0`` (as integers, times ``to_int``), ``n_out`` each, written to ``out`` from ``d0`` times
+    ``scale`` (``unit`` times the scales of the axes before) and the axis's scales from
+    ``scales[t0]``. The first window is summed over the input it covers; then
+    :data:`LINE_CHUNK` outputs at a time, the values leaving the window go to ``buf[:LINE_CHUNK]``
+    and those entering it to ``buf[LINE_CHUNK:]``, and their differences' running sum comes eight
+    at a time (:func:`.vector_scan.window_blocks`, the two halves ``LINE_CHUNK`` apart): no line
+    as long as the input or the kernel, whatever the two."""
+    chunk = LINE_CHUNK
+    t = _U(t0)
+    for r in range(rows):
+        p = s0 + r * length
+        w = _U(d0 + r * n_out)
+        total = np.int64(0)
+        for i in range(_U(max(0, min(length, k - pad_begin)))):
+            total += _fixed(x[_U(p) + i], to_int)
+        out[w] = np.float64(total) * scale * scales[t]
+        u = 0  # ``total`` is the sum of window ``u``
+        while u + 1 < n_out:
+            count = min(chunk, n_out - 1 - u)
+            _segment_to_fixed_point(x, p, length, u - pad_begin, count, to_int, buf, 0)
+            _segment_to_fixed_point(x, p, length, u + k - pad_begin, count, to_int, buf, chunk)
+            window_blocks(buf, 0, chunk, sums, 0, (count + LANES - 1) // LANES, total)
+            _scale_line(sums, out, w + _U(u + 1), _U(count), scale, scales, t + _U(u + 1))
+            total = sums[count - 1]
+            u += count
+
+
+@kernel(**_COMPUTE)
+def _running_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, line, sums, out, d0, unit, scales, t0):
+    """A 1-D NCX slab, or ``rows`` of them, whose line is at most :data:`WHOLE_LINE_MAX` long:
+    window sums of ``k`` taps at stride 1 along the contiguous axis, of ``rows`` lines of
+    ``length`` float values from ``s0`` as integers (times ``to_int``), ``n_out`` sums each,
+    written to ``out`` from ``d0`` times ``unit`` and the axis's scales from ``scales[t0]``.
     Each line is first copied, as integers, between zeros (``pad_begin`` before it), so that
-    every window, clipped or not, is ``k`` consecutive values of the copy. Not ``final``: the
-    sums go to ``dst`` from ``d0``; ``final`` (the only axis of a 1-D NCX slab): to ``out`` from
-    ``d0``, times ``unit`` and the axis's scales from ``scales[t0]``."""
+    every window, clipped or not, is ``k`` consecutive values of the copy."""
     m, t = _U(n_out), _U(t0)
     for r in range(rows):
         _line_to_fixed_point(x, _U(s0 + r * length), length, pad_begin, to_int, line)
         _line_window_sums(line, n_out, k, sums)
-        w = _U(d0 + r * n_out)
-        if final:
-            _scale_line(sums, out, w, m, unit, scales, t)
-        else:
-            for i in range(m):
-                dst[w + i] = sums[i]
+        _scale_line(sums, out, _U(d0 + r * n_out), m, unit, scales, t)
 
 
 @kernel(**_PER_LINE)
@@ -155,7 +243,8 @@ def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
     """Move ``line[lead:lead + width]``, the column sums of rows ``a..b`` of the float rows of
     ``width`` values from ``p`` (as integers, times ``to_int``), to rows ``f..e``: one loop for
     the common step (one row out, one in), else subtract and add row by row, or start afresh
-    where the windows do not overlap. Returns the new (a, b)."""
+    where the windows do not overlap (or ``b`` is negative: the line holds nothing yet).
+    Returns the new (a, b)."""
     n = _U(width)
     if f == a + 1 and e == b + 1:
         old, new = p + _U(a) * n, p + _U(b) * n
@@ -184,15 +273,47 @@ def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
     return a, b
 
 
+@kernel(**_PER_LINE)
+def _int_step(src, p, width, f, e, a, b, dst, lead):
+    """:func:`_vertical_step` over rows of integer sums: moves ``dst[lead:lead + width]``, the
+    sum of rows ``a..b`` of the rows of ``width`` int64 values of ``src`` from ``p``, to rows
+    ``f..e``. Returns the new (a, b)."""
+    n = _U(width)
+    if f == a + 1 and e == b + 1:
+        old, new = p + _U(a) * n, p + _U(b) * n
+        for i in range(n):
+            dst[lead + i] += src[new + i] - src[old + i]
+        return f, e
+    if f >= b or f < a or e < b:
+        for i in range(n):
+            dst[lead + i] = 0
+        a, b = f, f
+    while a < f:
+        row = p + _U(a) * n
+        for i in range(n):
+            dst[lead + i] -= src[row + i]
+        a += 1
+    while b < e:
+        row = p + _U(b) * n
+        for i in range(n):
+            dst[lead + i] += src[row + i]
+        b += 1
+    return a, b
+
+
+#: The (a, b) of a running sum that holds nothing yet: its first step starts afresh.
+_FRESH = np.int64(-2)
+
+
 @kernel(**_COMPUTE)
-def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, unit, line, sums):
+def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, clipped, unit, line, sums):
     """A 2-D NCX slab in one sweep, every intermediate in cache: for each output row, the column
     sums of its window's rows (a running vector sum over the input rows, kept between zeros in
-    ``line``), then their window sums along the row (:func:`_line_window_sums`), scaled into
-    ``out``. The last axis has stride 1; ``pad_begin`` and ``kernel`` are its own."""
+    ``line``), then their window sums along the row (:func:`_contiguous_sums`), scaled into
+    ``out``. The last axis has stride 1; ``pad_begin``, ``kernel`` and ``clipped`` are its own."""
     n0, t0 = axes[0, 1], axes[0, 2]
     width, n1, t1 = axes[1, 0], axes[1, 1], _U(axes[1, 2])
-    lead, to_int, m = _U(pad_begin), 1.0 / unit, _U(n1)
+    lead, to_int, m = _U(0 if clipped else pad_begin), 1.0 / unit, _U(n1)
     for i in range(_U(line.shape[0])):
         line[i] = 0
     a, b = 0, 0
@@ -205,103 +326,156 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
                 out[w + i] = 0.0 * scale * scales[t1 + i]
             continue
         a, b = _vertical_step(x, _U(p_in), width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line, lead)
-        _line_window_sums(line, n1, kernel, sums)
+        _contiguous_sums(line, width, n1, kernel, clipped, firsts, counts, t1, sums)
         _scale_line(sums, out, w, m, scale, scales, t1)
 
 
 @kernel(**_COMPUTE)
-def _running_rows(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, acc, final, out, o0, unit,
-                  scales, row_factors, inner_factors):
-    """Window sums along an axis of rows of ``inner`` values, for ``outer`` runs of ``length``
-    rows: the running sum is a vector ``acc`` of ``inner`` ints. Not ``final``: the sums go to
-    ``dst`` from ``d0`` as ints. ``final``: they go to ``out`` from ``o0``, times ``unit`` (the
-    value of one integer step), the axis's scale, ``row_factors[run % len]`` (the scales of the
-    axes before this one) and ``inner_factors[i]`` (those of the axes after it). The common
-    step, one row leaving and one entering, is one loop that also stores."""
-    n = _U(inner)
-    runs_per_slab = row_factors.shape[0]
-    for run in range(outer):
-        sp = _U(s0 + run * length * inner)
-        dp = _U(d0 + run * n_out * inner)
-        op = _U(o0 + run * n_out * inner)
-        row_scale = unit * row_factors[run % runs_per_slab]
-        for i in range(n):
-            acc[i] = 0
-        a, b = 0, 0
-        for o in range(n_out):
-            c = counts[t0 + o]
-            f = firsts[t0 + o]
-            e = f + c
-            scale = row_scale * scales[t0 + o]
-            w = (op if final else dp) + _U(o * inner)
-            if c > 0 and f == a + 1 and e == b + 1:
-                old, new = sp + _U(a * inner), sp + _U(b * inner)
-                a, b = f, e
-                if final:
-                    for i in range(n):
-                        v = acc[i] + (src[new + i] - src[old + i])
-                        acc[i] = v
-                        out[w + i] = np.float64(v) * scale * inner_factors[i]
-                else:
-                    for i in range(n):
-                        v = acc[i] + (src[new + i] - src[old + i])
-                        acc[i] = v
-                        dst[w + i] = v
+def _last_level(x, from_x, src_at, ints, levels, last, r, out, p_out, axes, firsts, counts, scales, ncx,
+                pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors):
+    """Every output along axis ``last`` (the last spatial axis of an NXC slab, the one before it
+    of an NCX slab) for output row ``r`` of the axes before it, whose running sums stand in
+    ``ints`` from ``src_at`` (level ``last - 1``), or ``from_x``: the input's rows from
+    ``src_at`` (``last`` is 0, or the axes before it have one row). Its own running sum goes to level
+    ``last`` (NXC: rows of channels, scaled into the output as the window moves) or to ``line``
+    (NCX: a line of column sums, whose window sums along the contiguous axis are scaled into
+    the output). A window's scale is ``unit * row_factors[r]`` times the axis's own, then the
+    later axes' (``inner_factors`` or the contiguous axis's scales): the products the
+    multi-pass kernel took, so the bits are the same."""
+    n, t = axes[last, 1], axes[last, 2]
+    width = levels[last, 0]
+    row_scale = unit * row_factors[r]
+    a, b = _FRESH, _FRESH
+    if ncx:
+        lead = _U(0 if clipped else pad_begin)
+        ln, tl = axes[last + 1, 1], _U(axes[last + 1, 2])
+        m = _U(ln)
+        for o in range(n):  # here ``last`` >= 1 and not ``from_x``: 1-D and 2-D NCX slabs have their own kernels
+            f = firsts[t + o]
+            a, b = _int_step(ints, _U(src_at), width, f, f + counts[t + o], a, b, line, lead)
+            _contiguous_sums(line, axes[last + 1, 0], ln, kernel, clipped, firsts, counts, tl, sums)
+            _scale_line(sums, out, _U(p_out + (r * n + o) * ln), m, row_scale * scales[t + o], scales, tl)
+        return
+    acc = _U(levels[last, 1])
+    c = _U(width)
+    for o in range(n):
+        f = firsts[t + o]
+        if from_x:
+            a, b = _vertical_step(x, _U(src_at), width, f, f + counts[t + o], a, b, to_int, ints, acc)
+        else:
+            a, b = _int_step(ints, _U(src_at), width, f, f + counts[t + o], a, b, ints, acc)
+        scale = row_scale * scales[t + o]
+        w = _U(p_out + (r * n + o) * width)
+        for i in range(c):
+            out[w + i] = np.float64(ints[acc + i]) * scale * inner_factors[i]
+
+
+@kernel(**_COMPUTE)
+def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints,
+                  levels, state, line, sums, row_factors, inner_factors):
+    """A slab of any other shape (NXC, or NCX of 3 or more axes) in one sweep: level ``i`` is
+    the running sum along axis ``i`` of rows of ``levels[i, 0]`` values (the product of the later
+    axes' lengths and the channels) of level ``i - 1`` (level 0: of the input, converted as they
+    enter and leave), kept in ``ints`` from ``levels[i, 1]``. Each time the levels above the
+    last one stand at a new output, :func:`_last_level` makes every output along the last one.
+    ``state[i]`` = (output, a, b) of level ``i``."""
+    ndim = axes.shape[0]
+    last = ndim - 2 if ncx else ndim - 1
+    to_int = 1.0 / unit
+    if last == 0:
+        _last_level(x, True, p_in, ints, levels, last, 0, out, p_out, axes, firsts, counts, scales, ncx, pad_begin,
+                    kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors)
+        return
+    if last == 1 and not ncx and axes[0, 0] == 1:
+        # a 2-D NXC slab of one row (N, 1, W, C): each window along the first axis holds that row
+        # or nothing, so the last level reads the input row itself (level 0 would copy the slab)
+        n1, t1, c = axes[1, 1], axes[1, 2], _U(levels[1, 0])
+        for o in range(axes[0, 1]):
+            if counts[axes[0, 2] + o] > 0:
+                _last_level(x, True, p_in, ints, levels, last, o, out, p_out, axes, firsts, counts, scales, ncx,
+                            pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors)
                 continue
-            if c == 0:  # no valid tap: the sum is 0 (0 * 1/0 gives NaN unless padding counts)
-                f, e = a, a
-            elif f >= b or f < a or e < b:
-                for i in range(n):
-                    acc[i] = 0
-                a, b = f, f
-            while a < f:
-                row = sp + _U(a * inner)
-                for i in range(n):
-                    acc[i] -= src[row + i]
-                a += 1
-            while b < e:
-                row = sp + _U(b * inner)
-                for i in range(n):
-                    acc[i] += src[row + i]
-                b += 1
-            if final:
-                for i in range(n):
-                    out[w + i] = np.float64(acc[i] if c > 0 else 0) * scale * inner_factors[i]
-            else:
-                for i in range(n):
-                    dst[w + i] = acc[i] if c > 0 else 0
+            row_scale = unit * row_factors[o]
+            for o1 in range(n1):  # no valid tap: 0 * (1/0) is NaN unless padding counts
+                scale = row_scale * scales[t1 + o1]
+                w = _U(p_out + (o * n1 + o1) * levels[1, 0])
+                for i in range(c):
+                    out[w + i] = np.float64(0) * scale * inner_factors[i]
+        return
+    level = 0
+    state[0, 0], state[0, 1], state[0, 2] = 0, _FRESH, _FRESH
+    while True:
+        i = level
+        o = state[i, 0]
+        if o == axes[i, 1]:
+            if i == 0:
+                return
+            level = i - 1
+            state[level, 0] += 1
+            continue
+        t = axes[i, 2]
+        f = firsts[t + o]
+        e = f + counts[t + o]
+        if i == 0:
+            a, b = _vertical_step(x, _U(p_in), levels[0, 0], f, e, state[0, 1], state[0, 2], to_int, ints,
+                                  _U(levels[0, 1]))
+        else:
+            a, b = _int_step(ints, _U(levels[i - 1, 1]), levels[i, 0], f, e, state[i, 1], state[i, 2], ints,
+                             _U(levels[i, 1]))
+        state[i, 1], state[i, 2] = a, b
+        if i + 1 < last:
+            level = i + 1
+            state[level, 0], state[level, 1], state[level, 2] = 0, _FRESH, _FRESH
+            continue
+        r = 0  # the output row of the levels above the last
+        for j in range(last):
+            r = r * axes[j, 1] + state[j, 0]
+        _last_level(x, False, levels[last - 1, 1], ints, levels, last, r, out, p_out, axes, firsts, counts, scales,
+                    ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors)
+        state[i, 0] += 1
 
 
 @kernel(**_COMPUTE)
 def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                 row_factors, inner_factors, one_sweep, ints, size, acc, line, sums):
-    """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails.
-    ``one_sweep``: each slab is a 2-D NCX plane, pooled by :func:`_exact_plane` (``ints`` unused)."""
+                 row_factors, inner_factors, streamed, ints, levels, state, line, sums):
+    """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails
+    (one ``q`` for them all). NCX passes the contiguous axis's (pad_begin, kernel, clipped).
+    ``streamed``: 1-D NCX lines, or 2-D NCX planes of one row, go through :func:`_streamed_lines`."""
     q = fixed_point_exponent(bits, b * slab_in, (b + slabs) * slab_in, headroom)
     if q == NOT_EXACT:
         return False
     unit = math.ldexp(1.0, q)
-    if one_sweep:
-        for s in range(b, b + slabs):
-            _exact_plane(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, passes[0, 3], passes[0, 4],
-                         unit, line, sums)
+    ndim = axes.shape[0]
+    ncx = passes[0, 5] > 0
+    pad_begin, kernel, clipped = passes[0, 3], passes[0, 4], passes[0, 6] > 0
+    if streamed and ndim == 1:
+        _streamed_lines(x, b * slab_in, slabs, axes[0, 0], axes[0, 1], pad_begin, kernel, 1.0 / unit, line, sums, out,
+                        b * slab_out, unit, scales, axes[0, 2])
         return True
-    half = slabs * size
-    last = passes.shape[0] - 1
-    for j in range(passes.shape[0]):
-        axis, outer, inner = passes[j, 0], slabs * passes[j, 1], passes[j, 2]
-        pad_begin, kernel = passes[j, 3], passes[j, 4]
-        length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
-        s0 = (j % 2) * half
-        d0 = ((j + 1) % 2) * half
-        if passes[j, 5] > 0:  # the contiguous axis of NCX: always the first pass, read from x
-            _running_lines(x, b * slab_in, ints, d0 if j < last else b * slab_out, outer, length, n_out, pad_begin,
-                           kernel, 1.0 / unit, line, sums, j == last, out, unit, scales, t0)
+    if streamed:  # 2-D planes of one row: each output row is that row's line, or nothing
+        n0, t0, n1, t1 = axes[0, 1], axes[0, 2], axes[1, 1], _U(axes[1, 2])
+        for s in range(b, b + slabs):
+            for o in range(n0):
+                scale = unit * scales[t0 + o]
+                w = s * slab_out + o * n1
+                if counts[t0 + o] > 0:
+                    _streamed_lines(x, s * slab_in, 1, axes[1, 0], n1, pad_begin, kernel, 1.0 / unit, line, sums, out,
+                                    w, scale, scales, axes[1, 2])
+                    continue
+                for i in range(_U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
+                    out[_U(w) + i] = 0.0 * scale * scales[t1 + i]
+        return True
+    if ncx and ndim == 1:
+        _running_lines(x, b * slab_in, slabs, axes[0, 0], axes[0, 1], pad_begin, kernel, 1.0 / unit, line, sums, out,
+                       b * slab_out, unit, scales, axes[0, 2])
+        return True
+    for s in range(b, b + slabs):
+        if ncx and ndim == 2:
+            _exact_plane(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, pad_begin, kernel, clipped,
+                         unit, line, sums)
         else:
-            if j == 0:
-                _to_fixed_point(x, b * slab_in, (b + slabs) * slab_in, 1.0 / unit, ints, 0)
-            _running_rows(ints, s0, ints, d0, outer, length, n_out, inner, t0, firsts, counts, acc, j == last, out,
-                          b * slab_out, unit, scales, row_factors, inner_factors)
+            _exact_stream(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, ncx, pad_begin, kernel,
+                          clipped, unit, ints, levels, state, line, sums, row_factors, inner_factors)
     return True
 
 
@@ -324,36 +498,57 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     in int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
     (whose arguments come first), called at its native address ``fallback``: linked in, it
     would have LLVM optimise the whole float64 kernel again (23 s of the first call, measured).
-    ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous pass its pad_begin,
-    kernel and padded line length) in the order run; ``int_size`` is the largest intermediate
-    of one slab."""
+    ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous axis of NCX, always
+    ``passes[0]``, its pad_begin, kernel, line length and whether it is clipped). ``int_size``:
+    the int64 running sums held, one row per level of :func:`_exact_stream` (the engine's
+    :func:`~avgpool.engine.running_plan` sizes it; a smaller one is refused)."""
     bits = x.view(np.uint32)
-    slab_in, slab_out = channels, channels
-    widest, longest_line, most = 1, 1, 1
-    for axis in range(axes.shape[0]):
+    ndim = axes.shape[0]
+    ncx = passes[0, 5] > 0
+    slab_in, slab_out, most = channels, channels, 1
+    for axis in range(ndim):
         slab_in *= axes[axis, 0]
         slab_out *= axes[axis, 1]
         most = max(most, axes[axis, 1])
-    for j in range(passes.shape[0]):
-        widest = max(widest, passes[j, 2])
-        longest_line = max(longest_line, passes[j, 5])
-    one_sweep = passes.shape[0] == 2 and passes[0, 5] > 0  # 2-D NCX: no integer intermediates
-    ints = np.empty(0 if one_sweep else 2 * exact_group * int_size, np.int64)
-    acc = np.empty(widest, np.int64)
-    # room for the eight-value blocks of _line_window_sums past the last output; the line's
-    # values start at its pad_begin (the contiguous pass is the first)
-    line = _cache_aligned(longest_line + LANES, passes[0, 3] if passes[0, 5] > 0 else 0)
-    sums = _cache_aligned(most + LANES, 0)
+    # levels[i] = (values per row along axis i, where its running sum is kept in ints)
+    levels = np.zeros((ndim, 2), np.int64)
+    state = np.zeros((ndim, 3), np.int64)
+    width = channels
+    for axis in range(ndim - 1, -1, -1):
+        levels[axis, 0] = width
+        width *= axes[axis, 0]
+    held = 0
+    for axis in range(max(0, ndim - 2) if ncx else ndim):  # NCX: the last level's line is ``line``
+        if axis == 0 and ndim == 2 and axes[0, 0] == 1:
+            continue  # a 2-D NXC slab of one row: its last level reads the input (_exact_stream)
+        levels[axis, 1] = held
+        held += levels[axis, 0]
+    if held > int_size:
+        raise RuntimeError("the exact kernel was given too little scratch for its running sums")
+    ints = np.empty(int_size, np.int64)
+    # a 1-D NCX line, or the one row of 2-D NCX planes, longer than WHOLE_LINE_MAX or clipped
+    streamed = ncx and (ndim == 1 or (ndim == 2 and axes[0, 0] == 1)) and (passes[0, 6] > 0
+                                                                          or passes[0, 5] > WHOLE_LINE_MAX)
+    if streamed:  # _streamed_lines: the values leaving and entering a chunk of windows
+        line = _cache_aligned(2 * LINE_CHUNK, 0)
+        sums = _cache_aligned(LINE_CHUNK, 0)
+    else:
+        # room for the eight-value blocks of _line_window_sums past the last output; the line's
+        # values start at its pad_begin (or at 0 when clipped)
+        lead = passes[0, 3] if ncx and passes[0, 6] == 0 else 0
+        line = _cache_aligned((passes[0, 5] if ncx else 0) + LANES, lead)
+        line[:] = 0  # the zeros around a line of column sums (the running sums touch only its values)
+        sums = _cache_aligned(most + LANES, 0)
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                        row_factors, inner_factors, one_sweep, ints, int_size, acc, line, sums):
+                        row_factors, inner_factors, streamed, ints, levels, state, line, sums):
             continue
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
             if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                            row_factors, inner_factors, one_sweep, ints, int_size, acc, line, sums):
+                            row_factors, inner_factors, streamed, ints, levels, state, line, sums):
                 continue
             if not call_native(fallback, x, out, s, s + 1, (group, band, axes, firsts, counts, splits, scales,
                                                             channels, scratch_size, global_scale)):

@@ -1,0 +1,190 @@
+"""Memory of one call on the exact float32 path (kernels/running.py) stays proportional to its
+input and output: the running sums hold a few rows, never an int64 copy of a slab (two of them
+took +512 MiB on a 128 MiB NXC input), a long 1-D line is summed in chunks instead of copied
+whole (with its sums: 16 bytes per value), and a huge kernel with a few outputs does not get a
+line as long as the kernel (kernel 10**10: MemoryError where the float64 path answered).
+
+Peak memory is measured in a fresh interpreter from VmHWM, the resident high-water mark: over the
+first call (from before its input is made), and over a second call alone into the same output
+(the high-water mark reset through /proc/self/clear_refs). The bounds are far from both the old
+and the new values.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import avgpool
+from avgpool import engine
+from avgpool.dialects import onnx as onnx_dialect
+from avgpool.kernels import running
+from avgpool.reference import reference_pool
+from avgpool.spec import Layout
+
+MIB = 1 << 20
+
+_PEAK = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import avgpool
+    from avgpool import engine
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.kernels import running
+    from avgpool.spec import Layout
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+    shape, kernel, pads, layout, values = json.loads(sys.argv[1])
+    shape = tuple(shape)
+    attrs = dict(kernel_shape=kernel, pads=pads, layout=layout, count_include_pad=True)
+    spec = onnx_dialect.make_spec(22, shape if layout == "NCX" else (shape[0], shape[-1], *shape[1:-1]), kernel,
+                                  pads=pads, count_include_pad=True)
+    exact = engine.prepare(spec, shape, np.dtype(np.float32), Layout[layout]).kernel is running.pool_slabs_exact
+    # another exact call first: the kernels loaded, the helper threads up
+    nd = len(shape) - 2
+    small = (2, 3) + (9,) * nd if layout == "NCX" else (2,) + (9,) * nd + (3,)
+    avgpool.AveragePool([5] * nd, pads=[2] * 2 * nd, layout=layout)(np.ones(small, np.float32))
+    before = status("VmHWM")
+    if values == "normal":
+        x = np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
+    else:  # small integers: exact whatever the kernel
+        x = (np.arange(np.prod(shape), dtype=np.float32) % 7).reshape(shape)
+    pool = avgpool.AveragePool(**attrs)
+    y = pool(x)
+    first_call = status("VmHWM") - before
+    try:  # the second call alone: 5 resets the high-water mark to the current RSS (Linux >= 4.0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        resident = status("VmRSS")
+        pool(x, y)
+        kernel_call = status("VmHWM") - resident
+    except OSError:
+        kernel_call = None
+    # the first output against the float64 path on a corner of the input (the same first window)
+    corner = x[tuple(slice(0, 16) for _ in shape)].astype(np.float64)
+    sample = np.float32(avgpool.average_pool(corner, **attrs).ravel()[0])
+    print(json.dumps(dict(first_call=first_call, kernel_call=kernel_call, x=x.nbytes, y=y.nbytes, exact=exact,
+                          first=[float(y.ravel()[0]), float(sample)])))
+""")
+
+
+def _peak(shape, kernel, pads, layout, values="normal"):
+    run = subprocess.run([sys.executable, "-c", _PEAK, json.dumps([shape, kernel, pads, layout, values])],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    assert report["exact"], "the case must take the exact int64 path"
+    got, sample = report["first"]
+    assert abs(got - sample) <= 1e-6 * max(1.0, abs(sample))
+    return report
+
+
+def _check_kernel_call(report):
+    """A call into a kept output holds at most a few rows beside its input and output."""
+    if report["kernel_call"] is None:
+        pytest.skip("the high-water mark cannot be reset here (/proc/self/clear_refs)")
+    in_out = report["x"] + report["y"]
+    assert report["kernel_call"] < 0.1 * in_out + 16 * MIB, (
+        f"a call grew by {report['kernel_call'] / MIB:.1f} MiB for {in_out / MIB:.0f} MiB of input and output")
+
+
+@pytest.mark.parametrize("shape, kernel, layout", [
+    ((1, 512, 1024, 64), [5, 5], "NXC"),       # one 128 MiB slab: +512 MiB of int64 copies before
+    ((1, 1, 128, 512, 512), [5, 5, 5], "NCX"),  # 3-D NCX, one 128 MiB slab: the same
+    ((1, 32, 256, 64, 64), [3, 5, 5], "NXC"),   # 3-D NXC, the same
+])
+def test_peak_memory_of_a_large_exact_call_is_its_input_and_output(shape, kernel, layout):
+    pads = [k // 2 for k in kernel] * 2
+    report = _peak(shape, kernel, pads, layout)
+    in_out = report["x"] + report["y"]
+    # before: 768-776 MiB for 256 of input and output; since: the input, the output and 0-8 MiB
+    assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
+        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
+    _check_kernel_call(report)  # before: +512 MiB; since: 0-8 MiB (one row of the first axis)
+
+
+def test_a_long_1d_line_is_summed_in_chunks():
+    # one line of 4M values: its integer copy and sums took 64 MiB (16 bytes per value); since,
+    # three chunks of 4096 int64s. (The first call's peak is the window tables', 48 bytes per
+    # output, which the engine builds: not measured here.)
+    report = _peak((1, 1, 1 << 22), [9], [4, 4], "NCX")
+    _check_kernel_call(report)
+
+
+@pytest.mark.parametrize("shape, kernel, layout", [
+    ((1, 1, 1, 1 << 22), [1, 9], "NCX"),  # a line as a 2-D plane of one row: 64 MiB of line and sums
+    ((1, 1, 1 << 19, 8), [1, 5], "NXC"),  # its first axis's running sum was the whole slab: 96 MiB
+])
+def test_planes_of_one_row_hold_no_copy_of_it(shape, kernel, layout):
+    report = _peak(shape, kernel, [0, kernel[1] // 2] * 2, layout)
+    _check_kernel_call(report)
+
+
+@pytest.mark.parametrize("layout", ["NCX", "NXC"])
+@pytest.mark.parametrize("width", [300, 70001])  # whole and streamed lines
+def test_planes_of_one_row_give_the_lines_results(layout, width):
+    """A plane of one row pools as its line: the same bits (the first axis's scale is 1)."""
+    x = np.random.default_rng(width).standard_normal((2, 3, 1, width)).astype(np.float32)
+    x[1, 2, 0, 7] = np.nan  # that slab goes to the float64 kernels
+    if layout == "NXC":
+        x = np.ascontiguousarray(np.moveaxis(x, 1, -1))
+    plane = avgpool.average_pool(x, [1, 9], pads=[0, 4, 0, 3], layout=layout)
+    line = avgpool.average_pool(x[:, :, 0] if layout == "NCX" else x[:, 0], [9], pads=[4, 3], layout=layout)
+    assert np.array_equal(plane[:, :, 0] if layout == "NCX" else plane[:, 0], line, equal_nan=True)
+
+
+def test_a_huge_kernel_with_few_outputs_allocates_what_the_input_needs():
+    # kernel 10**8 along a contiguous axis of 10 values, 2 outputs: an 800 MB line before
+    shape, kernel, pads = _huge_kernel_case(1, 10**8, 2)
+    report = _peak(shape, kernel, pads, "NCX", values="integers")
+    assert report["first_call"] < 64 * MIB, f"peak {report['first_call'] / MIB:.0f} MiB for a 240-byte input"
+    assert report["first"][0] == report["first"][1]
+
+
+def _huge_kernel_case(ndim: int, k: int, outputs: int):
+    """A length-10 last axis, a kernel of ``k`` along it and pads that leave ``outputs`` windows."""
+    before = (k - 10 + outputs - 1) // 2
+    after = k - 10 + outputs - 1 - before
+    kernel = [3] * (ndim - 1) + [k]
+    pads = [1] * (ndim - 1) + [before] + [1] * (ndim - 1) + [after]
+    shape = (2, 3) + (4,) * (ndim - 1) + (10,)
+    return shape, kernel, pads
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_a_huge_kernel_with_few_outputs_answers_on_the_exact_path(ndim, include_pad):
+    """Kernel 10**10 (MemoryError before): the exact path sums the windows clipped to the input,
+    and gives the float64 path's result (the same averages: small integers, exact both ways)."""
+    shape, kernel, pads = _huge_kernel_case(ndim, 10**10, 3)
+    # small integers: within the headroom of 9 * 10**10 taps (25 bits), so summed exactly
+    x = np.random.default_rng(ndim).integers(-3, 4, shape).astype(np.float32)
+    got = avgpool.average_pool(x, kernel, pads=pads, count_include_pad=include_pad)
+    spec = onnx_dialect.make_spec(22, shape, kernel, pads=pads, count_include_pad=include_pad)
+    assert engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
+    plan = engine.running_plan(spec, shape[2:], 1, Layout.NCX, engine.kernel_tables(spec, shape[2:], 1))
+    assert plan.passes[0, 6] == 1 and plan.passes[0, 5] == 2 * 10 + 1  # clipped: a line of the input
+    assert running.fixed_point_exponent(x.view(np.uint32).ravel(), 0, x.size, plan.headroom) != running.NOT_EXACT
+    # the float64 path scales each axis's sums, which leaves a residue of 2**-52 of the values
+    # where the exact sum is 0
+    wide = avgpool.average_pool(x.astype(np.float64), kernel, pads=pads, count_include_pad=include_pad)
+    np.testing.assert_allclose(got, wide, rtol=1e-6, atol=1e-12 * np.abs(wide).max())
+    # every window covers the whole last axis (10 taps of its 10**10): the reference with a kernel
+    # of 10 there, whose divisor counts 10 taps of the padded line instead of 10**10
+    exact = reference_pool(x, kernel[:-1] + [10], [1] * ndim, [1] * ndim,
+                           list(zip(pads[:ndim - 1], pads[ndim:-1])) + [(0, 0)],
+                           divisor="padded" if include_pad else "valid")
+    exact = np.repeat(exact * (10 / kernel[-1] if include_pad else 1.0), 3, axis=-1)
+    np.testing.assert_array_max_ulp(got, exact.astype(np.float32), maxulp=1)
+    # NXC never had the long line (its windows are the clipped tables): the same numbers
+    got_nxc = avgpool.average_pool(np.moveaxis(x, 1, -1), kernel, pads=pads, count_include_pad=include_pad,
+                                   layout="NXC")
+    assert np.array_equal(np.moveaxis(got_nxc, -1, 1), got)
