@@ -12,7 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from avgpool import AvgPoolError, qlinear_engine
+from avgpool import AvgPoolError, qlinear, qlinear_engine
+from avgpool.kernels import qlinear_kernels
 from avgpool.qlinear import qlinear_average_pool
 
 onnx = pytest.importorskip("onnx")
@@ -212,6 +213,58 @@ def test_larger_inputs_threaded(runner, monkeypatch, channels_last):
                 compare(runner, x, *random_scalars(rng, dtype), attrs)
     finally:
         qlinear_engine.prepare_cached.cache_clear()
+
+
+@pytest.mark.parametrize("dequant", [0, 1])
+def test_channels_last_tap_sources_and_window_sizes(runner, monkeypatch, dequant):
+    """The channels-last kernel sums taps read from the input (dequantized where read) or from a
+    ring of dequantized rows (chosen where windows overlap); here each source is forced for every
+    window: tap counts 1 to 25 (padded to 4 or 9, or 4 at a time into an accumulator first), inner
+    windows summed together (stride 1: one run of lanes; stride > 1: several windows per call),
+    clipped windows, ceil_mode overhangs, negative SAME pads (k < s), 1 to 3 spatial axes, and
+    outputs cut into many pieces across threads (a row shared by two pieces: the ring holds part
+    of a row). Bit-exact with onnxruntime from either source."""
+    monkeypatch.setattr(qlinear_engine, "DEQUANT_REUSE", 0 if dequant else 10**9)
+    monkeypatch.setattr(qlinear_engine, "DEQUANT_ROW", 0)
+    rng = np.random.default_rng(31 + dequant)
+    cases = [  # kernel, strides, pads or auto_pad, spatial, channels
+        ([1, 1], [1, 1], None, [5, 6], 3), ([1, 2], [1, 1], None, [4, 7], 17), ([2, 2], [2, 2], None, [7, 9], 64),
+        ([2, 3], [1, 2], [1, 1, 0, 2], [6, 9], 5), ([3, 3], [1, 1], [1, 1, 1, 1], [8, 11], 40),
+        ([3, 3], [2, 2], [1, 0, 1, 2], [9, 10], 16), ([3, 3], [3, 3], None, [9, 12], 8),
+        ([3, 4], [1, 1], [2, 1, 0, 3], [7, 9], 3), ([5, 5], [1, 2], [2, 2, 2, 2], [9, 13], 33),
+        ([4, 4], [3, 1], [1, 3, 2, 0], [10, 8], 1), ([1, 2], [2, 5], "SAME_UPPER", [5, 9], 7),
+        ([3], [1], [1, 2], [20], 9), ([2, 2, 3], [1, 2, 1], [1, 0, 1, 0, 1, 2], [4, 5, 6], 6),
+        ([2, 1, 2], [2, 1, 3], None, [5, 3, 7], 2),
+    ]
+    try:
+        for many_pieces in (False, True):
+            if many_pieces:  # as many pieces as the threads take, so that rows are cut between them
+                monkeypatch.setattr(qlinear_engine, "PARALLEL_WORK", 1)
+                monkeypatch.setattr(qlinear_engine, "MANY_PIECES_WORK", 1)
+            qlinear_engine.prepare_cached.cache_clear()
+            qlinear.forget()
+            for kernel, strides, pads, spatial, channels in cases:
+                for ceil_mode, cip in ((0, 0), (1, 1), (1, 0)):
+                    attrs = {"kernel_shape": kernel, "strides": strides, "channels_last": 1, "ceil_mode": ceil_mode,
+                             "count_include_pad": cip}
+                    if isinstance(pads, str):
+                        attrs["auto_pad"] = pads
+                    elif pads:
+                        attrs["pads"] = pads
+                    for dtype in (np.uint8, np.int8):
+                        x = random_x(rng, dtype, spatial, 1, n=2, c=channels)
+                        scalars = random_scalars(rng, dtype)
+                        got = compare(runner, x, *scalars, attrs)
+                        assert not isinstance(got, Exception), (kernel, strides, pads, spatial)
+                        prepared = qlinear_engine.prepare(x.shape, x.dtype, kernel, strides,
+                                                          None if isinstance(pads, str) else pads,
+                                                          pads if isinstance(pads, str) else "NOTSET", ceil_mode,
+                                                          cip, 1)
+                        assert prepared.kind == qlinear_engine._GENERAL_NXC
+                        assert prepared.tables[0][qlinear_kernels.DEQUANT] == dequant
+    finally:
+        qlinear_engine.prepare_cached.cache_clear()
+        qlinear.forget()
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -449,6 +502,33 @@ def test_repeated_calls_use_caches_correctly():
         ours(x, 0.5, 1.0, 0.25, 2, dict(kernel_shape=[2, 2]))
     d = ours(x, 0.5, 1, 0.5, 2, dict(kernel_shape=[2, 2]))  # other scalars, same geometry
     assert not np.array_equal(a, d)
+
+
+def test_the_last_call_is_repeated_only_with_unchanged_arguments(runner):
+    """A call repeated with the very same argument objects skips the memo's key; a list edited in
+    place since, or a scalar given as an array (mutable), goes through validation again."""
+    qlinear.forget()
+    x = np.arange(36, dtype=np.uint8).reshape(1, 1, 6, 6)
+    kernel, strides, pads = [2, 2], [1, 1], [0, 0, 0, 0]
+    first = ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
+    assert qlinear._LAST is not None and qlinear._LAST[0] is kernel
+    assert np.array_equal(ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads)), first)
+    y = x[:, :, ::-1, :].copy()  # another input of the same shape: the new data is pooled
+    compare(runner, y, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
+    kernel[:] = [3, 3]  # edited in place: a new geometry
+    assert ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads)).shape == (1, 1, 4, 4)
+    kernel[:] = [True, True]  # equal to [1, 1] as values, but refused
+    with pytest.raises(AvgPoolError, match="`kernel_shape` must be an integer"):
+        ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
+    kernel[:] = [2, 2]
+    pads[2:] = [1, 1]
+    compare(runner, x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
+    x_scale = np.array([0.5], F32)  # an array scalar: mutable, never repeated by identity
+    a = ours(x, x_scale, 1, 0.25, 2, dict(kernel_shape=kernel))
+    x_scale[0] = 0.25
+    b = ours(x, x_scale, 1, 0.25, 2, dict(kernel_shape=kernel))
+    assert np.array_equal(b, ours(x, 0.25, 1, 0.25, 2, dict(kernel_shape=kernel))) and not np.array_equal(a, b)
+    qlinear.forget()
 
 
 # --------------------------------------------------------------------------------------------- #

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,13 @@ _CALLS: dict = {}  # every argument but the data -> (Prepared, kernel arguments)
 _CALLS_CACHE = 1024
 _PARAMS: dict = {}  # (x_scale, x_zp, y_scale, y_zp, dtype) of plain Python numbers -> QuantParams
 _PARAMS_CACHE = 256
+#: The last call remembered in _CALLS, by the identity of its argument objects, with what it
+#: prepared: the same call again with the very same objects skips building the key (~0.35 us of
+#: a ~2.7 us tiny call). Kept only when every scalar is immutable, and a list only with its items,
+#: compared by identity too, so that a list edited in place is noticed.
+_LAST: tuple | None = None
+_IMMUTABLE = (int, float, bool, str, type(None), np.generic)
+_is = operator.is_
 
 
 class _Unhashable(Exception):
@@ -94,6 +102,15 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype, shape or scalar input.
     """
     if type(x) is np.ndarray:
+        last = _LAST
+        if (last is not None and kernel_shape is last[0] and strides is last[1] and pads is last[2]
+                and x.shape == last[3] and x.dtype is last[4] and x_scale is last[5] and x_zero_point is last[6]
+                and y_scale is last[7] and y_zero_point is last[8] and auto_pad is last[9] and ceil_mode is last[10]
+                and count_include_pad is last[11] and channels_last is last[12]
+                and len(kernel_shape) == len(last[13]) and all(map(_is, kernel_shape, last[13]))
+                and (strides is None or (len(strides) == len(last[14]) and all(map(_is, strides, last[14]))))
+                and (pads is None or (len(pads) == len(last[15]) and all(map(_is, pads, last[15]))))):
+            return qlinear_engine.run(last[16], x if x.flags.c_contiguous else np.ascontiguousarray(x), last[17])
         # repeated calls: one lookup keyed by everything that validation depends on, types included
         # (True == 1 == 1.0 as dictionary keys, but they validate differently)
         try:
@@ -124,6 +141,8 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
             if len(_CALLS) >= _CALLS_CACHE:
                 _CALLS.clear()
             _CALLS[key] = (prepared, kernel_args)
+            _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad,
+                      ceil_mode, count_include_pad, channels_last, prepared, kernel_args)
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
         return qlinear_engine.run(prepared, array, kernel_args)
@@ -132,6 +151,24 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
         if message.startswith(dialect.LABEL + ":"):
             raise
         raise AvgPoolError(f"{dialect.LABEL}: {message}") from None
+
+
+def _remember(x: np.ndarray, *args: Any) -> None:
+    """Keep a call just remembered in _CALLS as _LAST (see there), if its scalars are immutable
+    (the sequences passed _freeze: lists or tuples of ints, or None)."""
+    global _LAST
+    scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
+    if all(isinstance(value, _IMMUTABLE) for value in scalars):
+        _LAST = (kernel_shape, strides, pads, x.shape, x.dtype, *args[:4], *args[7:11], tuple(kernel_shape),
+                 None if strides is None else tuple(strides), None if pads is None else tuple(pads), prepared,
+                 kernel_args)
+
+
+def forget() -> None:
+    """Forget the remembered calls (for tests that change the engine's tuning constants)."""
+    global _LAST
+    _LAST = None
+    _CALLS.clear()
 
 
 def _as_array(x: Any) -> np.ndarray:

@@ -25,6 +25,13 @@ from .spec import Layout
 PARALLEL_WORK = 1 << 19
 #: Below this many operations each thread takes one piece (threads.pieces_for).
 MANY_PIECES_WORK = 1 << 23
+#: Channels last: input rows are dequantized once into a float32 ring, not at each tap, when the
+#: windows take at least this many taps per input value (1x56x56x16 3x3 s1: 43 -> 29 us serial;
+#: 1x56x56x128 2x2 s2, one tap per value: 36 -> 49 us) ...
+DEQUANT_REUSE = 2
+#: ... and a row holds at least this many values (W * C): below, the ring's upkeep costs more
+#: than it saves (1x14x14x8 3x3 s1: 3.7 us with it, 3.4 without).
+DEQUANT_ROW = 128
 _ARGS_CACHE = 64
 
 _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC = range(5)
@@ -58,37 +65,58 @@ class Prepared:
     out_view: tuple[int, ...]  # the output allocated in this shape for the kernel
     items: int  # the kernel's work items (output rows, positions or planes)
     pieces: int  # 1: serial; more: that many pieces shared by the threads
-    tables: tuple[np.ndarray, ...]  # window tables of the general path
+    tables: tuple[np.ndarray, ...]  # general path: tab's header and window tables, and the divisors
     _args: dict = field(default_factory=dict)  # quantisation values -> kernel arguments
+    in_shape: tuple[int, ...] = ()  # the input's shape
     kernel: Any = None  # the kernel function (None: empty output), set from ``kind``
+    plan: tuple = ()  # what :func:`run` needs, in one tuple (each attribute lookup counts in a tiny call)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kernel", _kernel(self.kind))
+        kernel = _kernel(self.kind)
+        object.__setattr__(self, "kernel", kernel)
+        x_how = 1 if len(self.x_view) == 1 else 2 if self.x_view != self.in_shape else 0  # as it is, ravel, reshape
+        out_how = 0 if self.out_view == self.out_shape else 1 if len(self.out_view) == 1 else 2  # ... reshape after
+        object.__setattr__(self, "plan", (kernel, self.items, self.pieces, self.x_view, self.out_view, self.out_shape,
+                                          x_how, out_how))
 
     def kernel_args(self, params: dialect.QuantParams) -> tuple[np.ndarray, ...]:
-        """The kernel's arguments after the bounds: the window tables and the (float32, int64)
-        scalar arrays for these quantisation values (cached; the global path's range check
-        happens here)."""
+        """The kernel's arguments after the bounds for these quantisation values (cached; the
+        global path's range check happens here)."""
         found = self._args.get(params)
         if found is None:
-            found = (*self.tables, *_make_scalars(self, params))
+            found = _make_scalars(self, params)
             if len(self._args) >= _ARGS_CACHE:
                 self._args.clear()
             self._args[params] = found
         return found
 
 
-def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.ndarray, np.ndarray]:
+def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.ndarray, ...]:
+    """The kernel's ``tab`` for these quantisation values (see :mod:`.kernels.qlinear_kernels`),
+    in a 1-tuple (none for an empty output). Writable: numba types a read-only array argument
+    more slowly; never written: it is the engine's own."""
+    from .kernels import qlinear_kernels as k
+
     if prepared.kind in (_GLOBAL_NCX, _GLOBAL_NXC):
         n = prepared.geometry.image_size
         scale = dialect.global_scale(params, n)
         yzp = params.y_zero_point
-        fq = np.array([scale, params.qmin - yzp, params.qmax - yzp], np.float32)
-        iq = np.array([-params.x_zero_point * n, yzp], np.int64)
-    else:
-        fq = np.array([params.x_scale, params.y_scale], np.float32)
-        iq = np.array([params.x_zero_point, params.y_zero_point, params.qmin, params.qmax], np.int64)
-    return _frozen(fq), _frozen(iq)
+        tab = np.zeros(5, np.int64)
+        tab[[k.BIAS, k.GLOBAL_Y_ZP, k.CHANNELS]] = [-params.x_zero_point * n, yzp, prepared.x_view[-1]]
+        tab.view(np.float32)[[k.SCALE, k.LOW, k.HIGH]] = [scale, params.qmin - yzp, params.qmax - yzp]
+        return (tab,)
+    if prepared.kind == _EMPTY:
+        return ()
+    header, div = prepared.tables
+    words = len(header) + (2 + len(div) + 1) // 2
+    tab = np.zeros(words, np.int64)
+    tab[:len(header)] = header
+    tab[[k.X_ZP, k.Y_ZP, k.QMIN, k.QMAX, k.FLOATS]] = [params.x_zero_point, params.y_zero_point, params.qmin,
+                                                       params.qmax, len(header)]
+    floats = tab.view(np.float32)[2 * len(header):]
+    floats[[k.X_SCALE, k.Y_SCALE]] = [params.x_scale, params.y_scale]
+    floats[k.DIV:k.DIV + len(div)] = div
+    return (tab,)
 
 
 def _pieces(work: int, items: int) -> int:
@@ -115,23 +143,57 @@ def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.
     return row_ptr, idx[valid], factor
 
 
-def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...], out_spatial: tuple[int, ...],
+                    channels: int, nxc: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The start of the general kernels' ``tab`` (header and window tables; the quantisation
+    values are filled in per call by :func:`_make_scalars`) and the divisors."""
+    from .kernels import qlinear_kernels as k
+
     plans = make_plan(geometry.spec, spatial)
     row_ptr, row_idx, row_factor = _row_tables(plans[:-1], spatial[:-1])
     last = plans[-1]
     kernel = geometry.spec.kernel[-1]
+    stride = geometry.spec.strides[-1]
     count = last.count.astype(np.int64)
+    ow = len(count)
     # onnxruntime divides by the int64 tap count (or prod(kernel_shape)) converted to float32
-    div = (row_factor[:, None] * last.divisor.astype(np.int64)[None, :]).astype(np.float32).reshape(-1)
+    div = (row_factor[:, None] * last.divisor.astype(np.int64)[None, :]).astype(np.float32)
     full = np.flatnonzero(count == kernel)  # windows wholly inside the last axis: a contiguous run
     full_lo, full_hi = (int(full[0]), int(full[-1]) + 1) if full.size else (0, 0)
+    # channels last: inner windows summed together share one divisor (always so)
+    inner = div[:, full_lo:full_hi]
+    same_divisor = bool(np.all(inner == inner[:, :1])) if inner.size else True
+    chunk = min(max(1, k.CHUNK_LANES // max(1, channels)), max(1, full_hi - full_lo)) if same_divisor else 1
+    div = div.reshape(-1)
     as_int = div.astype(np.int64)
-    pow2 = bool(np.all((as_int & (as_int - 1)) == 0))  # all powers of two: multiply by the inverses
+    # channels first, all powers of two: multiply by the inverses (channels last divides in the loop
+    # that adds, where a division costs next to nothing)
+    pow2 = not nxc and bool(np.all((as_int & (as_int - 1)) == 0))
     if pow2:
         div = (np.float32(1.0) / div).astype(np.float32)
-    geo = np.array([len(count), full_lo, full_hi, kernel, geometry.spec.strides[-1], geometry.spec.pads[-1][0],
-                    int(pow2)], np.int64)
-    return tuple(_frozen(a) for a in (row_ptr, row_idx, last.first.astype(np.int64), count, div, geo))
+    rows_per_window = np.diff(row_ptr)
+    most_rows = int(rows_per_window.max(initial=0))
+    most_taps = most_rows * max(kernel, int(count.max(initial=0)))
+    # channels last: dequantize each input row once where an input value is a tap of several windows
+    taps = int(row_ptr[-1]) * int(count.sum())
+    dequant = nxc and taps >= DEQUANT_REUSE * int(np.prod(spatial)) and spatial[-1] * channels >= DEQUANT_ROW
+    header = np.zeros(k.HEADER, np.int64)
+    header[[k.OW, k.FULL_LO, k.FULL_HI, k.KERNEL, k.STRIDE, k.PAD, k.POW2, k.DEQUANT, k.MOST_ROWS, k.MOST_TAPS,
+            k.CHUNK, k.ROWS_IN, k.WIDTH, k.ROWS_OUT]] = [
+        ow, full_lo, full_hi, kernel, stride, geometry.spec.pads[-1][0], pow2, dequant, most_rows, most_taps, chunk,
+        int(np.prod(spatial[:-1])), spatial[-1], int(np.prod(out_spatial[:-1]))]
+    tables = (row_ptr, row_idx, last.first.astype(np.int64), count)
+    starts = np.cumsum([k.HEADER] + [len(t) for t in tables[:-1]])
+    header[[k.ROW_PTR, k.ROW_IDX, k.FIRST, k.COUNT]] = starts
+    return _frozen(np.concatenate((header, *tables))), _frozen(div)
+
+
+def _taps(table: np.ndarray) -> int:
+    """The taps of every window of one plane, from the start of a general kernel's ``tab``."""
+    from .kernels import qlinear_kernels as k
+
+    row_taps = int(table[table[k.ROW_PTR] + table[k.ROWS_OUT]])
+    return row_taps * int(table[table[k.COUNT]:table[k.COUNT] + table[k.OW]].sum())
 
 
 @functools.lru_cache(maxsize=256)
@@ -152,33 +214,46 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
     size = int(np.prod(shape))
     if int(np.prod(out_shape)) == 0:
-        return Prepared(geometry, out_shape, _EMPTY, (), out_shape, 0, 1, ())
+        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape)
     if geometry.global_path:
         n = geometry.image_size
         if nxc:
-            return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch, channels), batch,
-                            _pieces(size, batch), ())
+            return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
+                            _pieces(size, batch), (), in_shape=shape)
         return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
-                        batch * channels, _pieces(size, batch * channels), ())
-    tables = _general_tables(geometry, spatial)
-    rows_in, width = int(np.prod(spatial[:-1])), spatial[-1]
+                        batch * channels, _pieces(size, batch * channels), (), in_shape=shape)
     out_spatial = out_shape[1:-1] if nxc else out_shape[2:]
+    tables = _general_tables(geometry, spatial, out_spatial, channels, nxc)
+    rows_in, width = int(np.prod(spatial[:-1])), spatial[-1]
     rows_out, ow = int(np.prod(out_spatial[:-1])), out_spatial[-1]
-    work = size + batch * channels * int(tables[0][-1]) * int(tables[3].sum())  # reads + tap additions
+    work = size + batch * channels * _taps(tables[0])  # reads + tap additions
     if nxc:
         items = batch * rows_out * ow
         return Prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
-                        (batch, rows_out, ow, channels), items, _pieces(work, items), tables)
+                        (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape)
     items = batch * channels * rows_out
     return Prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
-                    (batch * channels, rows_out * ow), items, _pieces(work, items), tables)
+                    (batch * channels * rows_out * ow,), items, _pieces(work, items), tables, in_shape=shape)
 
 
 def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:
-    """Pool a C-contiguous uint8/int8 array of the prepared shape."""
-    out = np.empty(prepared.out_view, x.dtype)
-    kernel = prepared.kernel
+    """Pool a C-contiguous uint8/int8 array of the prepared shape.
+
+    A tiny call costs ~2.5 us in all, and each attribute lookup, reshape (~0.17 us) or ravel
+    (~0.08) counts: the input is reshaped, and the output allocated in the caller's shape and
+    ravelled, only where the kernel's shapes differ, and a serial call goes straight to the kernel.
+    """
+    kernel, items, pieces, x_view, out_view, out_shape, x_how, out_how = prepared.plan
+    if out_how == 1:
+        result = np.empty(out_shape, x.dtype)
+        out = result.ravel()
+    else:
+        result = out = np.empty(out_view, x.dtype)
     if kernel is not None:
-        threads.run_pieces(kernel, x.reshape(prepared.x_view), out, prepared.items, prepared.pieces,
-                           kernel_args)
-    return out.reshape(prepared.out_shape)
+        if x_how:
+            x = x.ravel() if x_how == 1 else x.reshape(x_view)
+        if pieces == 1:
+            kernel(x, out, 0, items, kernel_args[0])
+        else:
+            threads.run_pieces(kernel, x, out, items, pieces, kernel_args)
+    return result if out_how < 2 else out.reshape(out_shape)
