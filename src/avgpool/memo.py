@@ -18,7 +18,7 @@ from .errors import AvgPoolError
 
 
 class Unhashable(Exception):
-    """An attribute value that :func:`freeze` does not remember calls by."""
+    """An attribute value that calls are not remembered by (see :func:`ints`)."""
 
 
 def ints(value: Any) -> tuple[int, ...] | None:
@@ -43,19 +43,6 @@ def call_key(x: Any, sequences: tuple, scalars: tuple) -> tuple | None:
         return x.shape, x.dtype, *map(ints, sequences), *map(type, scalars), *scalars
     except Unhashable:
         return None
-
-
-def freeze(value: Any) -> Any:
-    """A key for an attribute value that compares equal only when validation would agree."""
-    kind = type(value)
-    if value is None or kind is int or kind is bool or kind is str:
-        return kind, value
-    if kind is tuple or kind is list:
-        for item in value:
-            if type(item) is not int:
-                raise Unhashable
-        return tuple(value)
-    raise Unhashable
 
 
 def clear_all() -> None:

@@ -11,6 +11,7 @@ import numpy as np
 from . import qlinear_engine
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError
+from .memo import Unhashable, ints
 
 _DTYPES = frozenset(dialect.DTYPES)
 
@@ -28,21 +29,13 @@ _IMMUTABLE = (int, float, bool, str, type(None), np.generic)
 _is = operator.is_
 
 
-class _Unhashable(Exception):
-    pass
-
-
 def _freeze(value: Any) -> Any:
-    """A cache key for an attribute value that compares equal only when validation would agree."""
+    """A cache key for an attribute value that is also the value itself: a plain scalar, or a
+    sequence of ints as a tuple (:func:`.memo.ints`); anything else raises Unhashable."""
     kind = type(value)
-    if value is None or kind is int or kind is bool or kind is str:
+    if kind is int or kind is bool or kind is str:
         return value
-    if kind is tuple or kind is list:
-        for item in value:
-            if type(item) is not int:
-                raise _Unhashable
-        return tuple(value)
-    raise _Unhashable
+    return ints(value)
 
 
 def _params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any) -> dialect.QuantParams:
@@ -119,7 +112,7 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                    auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad), count_include_pad,
                    type(channels_last), channels_last)
             found = _CALLS.get(key)
-        except (_Unhashable, TypeError):
+        except (Unhashable, TypeError):
             key = found = None
         if found is not None:
             return qlinear_engine.run(found[0], x if x.flags.c_contiguous else np.ascontiguousarray(x), found[1])
@@ -133,7 +126,7 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
             prepared = qlinear_engine.prepare_cached(
                 array.shape, array.dtype, _freeze(kernel_shape), _freeze(strides), _freeze(pads), _freeze(auto_pad),
                 _freeze(ceil_mode), _freeze(count_include_pad), _freeze(channels_last))
-        except _Unhashable:
+        except Unhashable:
             prepared = qlinear_engine.prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad,
                                               ceil_mode, count_include_pad, channels_last)
         kernel_args = prepared.kernel_args(_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point))
