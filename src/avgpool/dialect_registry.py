@@ -194,14 +194,17 @@ def pytorch_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
 
 
 def qlinear_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
+    """The spec ``qlinear_average_pool`` itself computes with (onnxruntime's geometry: its
+    truncating output length, its SAME pads that go negative when the kernel is shorter than the
+    stride), from the QLinear dialect's own translation, so that ``avgpool shape`` and ``avgpool
+    explain`` show what the function computes."""
+    from .dialects import qlinear as qlinear_dialect
+
     if settings.dilations and any(d != 1 for d in settings.dilations):
         raise AvgPoolError("QLinearAveragePool has no dilations")
-    begin, end = settings.begin_end()
-    if any(max(b, e) >= k for b, e, k in zip(begin, end, settings.kernel)):
-        raise AvgPoolError("onnxruntime's QLinearAveragePool needs every pad smaller than the kernel")
-    rounding = Rounding.CEIL_DROP if settings.ceil and not _same(settings) else Rounding.FLOOR
-    divisor = Divisor.FULL_KERNEL if settings.include_pad else Divisor.VALID_TAPS
-    return _generic_spec(settings, spatial, rounding, divisor)
+    strides = list(settings.strides) if settings.strides is not None else None
+    return qlinear_dialect.make_geometry((1, 1, *spatial), list(settings.kernel), strides, settings.onnx_pads(),
+                                         settings.auto_pad, settings.ceil, settings.include_pad, False).spec
 
 
 # ---------------------------------------------------------------- calling each dialect
