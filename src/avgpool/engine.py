@@ -15,6 +15,7 @@ import numpy as np
 
 from . import threads
 from .inputs import check_out
+from .memo import Memo
 from .plan import AxisPlan, make_plan
 from .shape import infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
@@ -153,48 +154,38 @@ def held_bytes(value: object) -> int:
 
 class BoundedCache:
     """A least-recently-used cache of ``function``'s results, bounded by count like
-    functools.lru_cache and also by the bytes of the arrays they hold (:func:`held_bytes`).
-    Shared by threads without a lock (one held by another thread when the process forks would
-    hang the child): a race at worst builds a value twice or drops one."""
+    functools.lru_cache and also by the bytes of the arrays they hold (:func:`held_bytes`): a
+    :class:`.memo.Memo` (lock-free: a lock held by another thread when the process forks would
+    hang the child; a race at worst builds a value twice or drops one)."""
 
     def __init__(self, function: Callable, entries: int = CACHE_ENTRIES, total_bytes: int = CACHE_BYTES,
                  entry_bytes: int = CACHE_ENTRY_BYTES) -> None:
         functools.update_wrapper(self, function)
         self._function = function
-        self.entries, self.total_bytes, self.entry_bytes = entries, total_bytes, entry_bytes
-        self._values: dict = {}  # key -> (value, bytes), the least recently used first
+        self._memo = Memo(entries, held_bytes, total_bytes, entry_bytes)
+        self._values = self._memo._entries  # key -> (value, bytes), the least recently used first
         self.hits = self.misses = 0
 
     def __call__(self, *args: object) -> object:
-        values = self._values
-        found = values.pop(args, None)
+        found = self._memo.recall(args)
         if found is not None:
-            values[args] = found  # now the most recently used
             self.hits += 1
-            return found[0]
+            return found
         self.misses += 1
         value = self._function(*args)
-        size = held_bytes(value)
-        if size <= self.entry_bytes:
-            values[args] = (value, size)
-            total = self.held_bytes()
-            while len(values) > self.entries or total > self.total_bytes:  # drop the least recently used
-                try:
-                    total -= values.pop(next(iter(values)))[1]
-                except (KeyError, StopIteration, RuntimeError):  # another thread changed it meanwhile
-                    break
+        self._memo.put(args, value)
         return value
 
     def held_bytes(self) -> int:
         """The bytes the cached values hold."""
-        return sum(n for _, n in list(self._values.values()))
+        return self._memo.held_bytes()
 
     def cache_info(self) -> tuple[int, int, int]:
         """(hits, misses, values held)."""
         return self.hits, self.misses, len(self._values)
 
     def cache_clear(self) -> None:
-        self._values.clear()
+        self._memo.clear()
 
 
 @BoundedCache

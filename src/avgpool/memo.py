@@ -46,7 +46,7 @@ def call_key(x: Any, sequences: tuple, scalars: tuple) -> tuple | None:
 
 
 def clear_all() -> None:
-    """Forget every remembered call (for tests that change the engine's tuning constants)."""
+    """Forget every remembered call and every engine cache entry (tests that change tuning constants)."""
     for memo in list(_EVERY_MEMO):
         memo.clear()
 
@@ -72,6 +72,18 @@ class Memo:
     def get(self, key: Any) -> Any:
         found = self._entries.get(key)
         return None if found is None else found[0]
+
+    def recall(self, key: Any) -> Any:
+        """:meth:`get`, and the entry becomes the newest (least recently used dropped first)."""
+        found = self._entries.pop(key, None)
+        if found is None:
+            return None
+        self._entries[key] = found
+        return found[0]
+
+    def held_bytes(self) -> int:
+        """What ``weigh`` counts of the entries kept."""
+        return sum(weight for _, weight in list(self._entries.values()))
 
     def put(self, key: Any, value: Any) -> None:
         weight = self._weigh(value) if self._weigh is not None else 0
