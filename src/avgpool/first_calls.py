@@ -25,13 +25,11 @@ def _float(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2,
     def call() -> None:
         from . import api
 
-        x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape)
-        if dtype == "bfloat16":
-            import ml_dtypes
+        import ml_dtypes  # noqa: F401 - numpy knows "bfloat16" by name once ml_dtypes is imported
 
-            x = x.astype(ml_dtypes.bfloat16)
-        api.average_pool(x.astype(dtype) if dtype != "bfloat16" else x, [kernel] * (len(shape) - 2), layout=layout,
-                         pads=[kernel // 2] * (2 * (len(shape) - 2)), opset=22)
+        x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(np.dtype(dtype))
+        axes = len(shape) - 2
+        api.average_pool(x, [kernel] * axes, layout=layout, pads=[kernel // 2] * (2 * axes), opset=22)
     return call
 
 
