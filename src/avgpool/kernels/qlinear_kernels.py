@@ -76,6 +76,18 @@ X_SCALE, Y_SCALE, DIV = 0, 1, 2  # in the float32 values
 # general (float) path, channels first: x (P, R_in, W), out (P * R_out * OW,), P = N * C
 
 
+@kernel(nogil=True, inline="always", error_model="numpy")
+def _general_tables(tab, rows_out, ow):
+    """The general path's tables and quantisation values, read from ``tab``: the CSR input rows
+    of each output row, each output column's first tap, tap count and divisor, the scales and the
+    zero points and bounds as float32 (``x - x_zp`` is exact in float32: ``|x - x_zp| <= 255``)."""
+    floats = tab.view(np.float32)[2 * tab[FLOATS]:]
+    return (tab[tab[ROW_PTR]:tab[ROW_PTR] + rows_out + 1], tab[tab[ROW_IDX]:tab[FIRST]],
+            tab[tab[FIRST]:tab[FIRST] + ow], tab[tab[COUNT]:tab[COUNT] + ow], floats[DIV:], floats[X_SCALE],
+            floats[Y_SCALE], np.float32(tab[X_ZP]), np.float32(tab[Y_ZP]), np.float32(tab[QMIN]),
+            np.float32(tab[QMAX]))
+
+
 @kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
 def pool_ncx(x, out, lo, hi, tab):
     """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
@@ -89,15 +101,7 @@ def pool_ncx(x, out, lo, hi, tab):
         tab[STRIDE], tab[PAD]
     rows_out = tab[ROWS_OUT]
     out = out.reshape((x.shape[0], rows_out * ow))
-    row_ptr = tab[tab[ROW_PTR]:tab[ROW_PTR] + rows_out + 1]
-    row_idx = tab[tab[ROW_IDX]:tab[FIRST]]
-    first = tab[tab[FIRST]:tab[FIRST] + ow]
-    count = tab[tab[COUNT]:tab[COUNT] + ow]
-    floats = tab.view(np.float32)[2 * tab[FLOATS]:]
-    div = floats[DIV:]
-    xs, ys = floats[X_SCALE], floats[Y_SCALE]
-    fzp = np.float32(tab[X_ZP])  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
-    yzp, qmin, qmax = np.float32(tab[Y_ZP]), np.float32(tab[QMIN]), np.float32(tab[QMAX])
+    row_ptr, row_idx, first, count, div, xs, ys, fzp, yzp, qmin, qmax = _general_tables(tab, rows_out, ow)
     n_full = full_hi - full_lo
     block = max(1, 1024 // ow)
     acc = np.empty(block * ow, np.float32)
@@ -330,15 +334,7 @@ def pool_nxc(x, out, lo, hi, tab):
     rows_out, ow = out.shape[1], out.shape[2]
     xf = x.reshape(-1)
     of = out.reshape(-1)
-    row_ptr = tab[tab[ROW_PTR]:tab[ROW_PTR] + rows_out + 1]
-    row_idx = tab[tab[ROW_IDX]:tab[FIRST]]
-    first = tab[tab[FIRST]:tab[FIRST] + ow]
-    count = tab[tab[COUNT]:tab[COUNT] + ow]
-    floats = tab.view(np.float32)[2 * tab[FLOATS]:]
-    div = floats[DIV:]
-    xs, ys = floats[X_SCALE], floats[Y_SCALE]
-    fzp = np.float32(tab[X_ZP])  # x - x_zp is exact in float32 (|x - x_zp| <= 255)
-    yzp, qmin, qmax = np.float32(tab[Y_ZP]), np.float32(tab[QMIN]), np.float32(tab[QMAX])
+    row_ptr, row_idx, first, count, div, xs, ys, fzp, yzp, qmin, qmax = _general_tables(tab, rows_out, ow)
     most_rows = max(1, tab[MOST_ROWS])
     lanes = tab[CHUNK] * channels
     wc = width * channels
