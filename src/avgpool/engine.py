@@ -17,7 +17,7 @@ from . import threads
 from .inputs import check_out
 from .memo import Memo
 from .plan import AxisPlan, make_plan
-from .shape import infer_output_shape, resolve, spatial_shape_of
+from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 
 # Below this many input elements one thread is faster. A helper that is spinning joins a job within
@@ -188,18 +188,46 @@ class BoundedCache:
         self._memo.clear()
 
 
+def block_size(plan: AxisPlan, inner: int) -> int:
+    """The block size of an axis's block partial sums (its kernel), or 0 for direct sums.
+    ``inner``: the values after the axis in a slab (1: the axis is contiguous)."""
+    g = plan.geometry
+    crossover = BLOCK_SUMS_MIN_KERNEL if inner > 1 else CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL
+    return g.kernel if g.kernel >= crossover and int(plan.count.sum()) > 3 * g.length else 0
+
+
+def is_global(plans: tuple[AxisPlan, ...]) -> bool:
+    """One window per axis covering the whole input: pooled as one plain sum per slab."""
+    return all(p.geometry.out == 1 and p.geometry.length > 0 and p.count[0] == p.geometry.length and p.first[0] == 0
+               for p in plans)
+
+
+def block_sizes(plans: tuple[AxisPlan, ...], channels: int) -> tuple[int, ...]:
+    """:func:`block_size` of every axis of a slab with ``channels`` values per position."""
+    lengths = [p.geometry.length for p in plans]
+    return tuple(block_size(p, channels * math.prod(lengths[axis + 1:])) for axis, p in enumerate(plans))
+
+
 @BoundedCache
 def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int) -> KernelTables:
     """Cached per (spec, shape): repeated calls on the same node shape pay only the kernel."""
     # the plans are an intermediate, cached here with the tables (and bounded with them): not
     # in make_plan's own cache, which is bounded by count only
     plans = getattr(make_plan, "__wrapped__", make_plan)(spec, spatial_shape)
+    return tables_from_plans(plans, channels, block_sizes(plans, channels), is_global(plans))
+
+
+def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...],
+                      global_window: bool) -> KernelTables:
+    """The kernel's tables for window plans whose summation choices (block sizes, global sum)
+    are given: by the plans themselves, or for a tile (:mod:`avgpool.tiles`) by the whole
+    operator's plans, so that each window is summed as the whole array would sum it."""
     lengths = [p.geometry.length for p in plans]
     outs = [p.geometry.out for p in plans]
     offsets = np.cumsum([0] + outs)
     scratch = band_row = band_extra = channels
     rows, splits = [], []
-    for axis, p in enumerate(plans):
+    for axis, (p, block) in enumerate(zip(plans, blocks)):
         g = p.geometry
         inner = channels * math.prod(lengths[axis + 1:])
         outer = math.prod(outs[:axis])
@@ -207,13 +235,8 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
         band_row = max(band_row, math.prod(outs[1:axis + 1]) * inner)
         if axis > 0:
             band_extra = max(band_extra, g.length * inner)
-        crossover = BLOCK_SUMS_MIN_KERNEL if inner > 1 else CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL
-        use_blocks = g.kernel >= crossover and int(p.count.sum()) > 3 * g.length
-        block = g.kernel if use_blocks else 0
         rows.append((g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p)))
         splits.append(_block_splits(p, block))
-    is_global = all(g.out == 1 and g.length > 0 and p.count[0] == g.length and p.first[0] == 0
-                    for g, p in ((p.geometry, p) for p in plans))
     return KernelTables(
         axes=np.asarray(rows, dtype=np.int64).reshape(len(plans), 8),
         firsts=np.concatenate([p.first for p in plans]).astype(np.int64),
@@ -221,7 +244,7 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
         splits=np.concatenate(splits),
         scales=_cache_aligned(_reciprocal(np.concatenate([p.divisor for p in plans]))),
         scratch_size=scratch,
-        global_scale=1.0 / math.prod(float(p.divisor[0]) for p in plans) if is_global else 0.0,
+        global_scale=1.0 / math.prod(float(p.divisor[0]) for p in plans) if global_window else 0.0,
         band_row_size=band_row,
         band_extra_size=band_extra,
         windows_overlap=any(p.geometry.stride < p.geometry.extent for p in plans),
@@ -350,11 +373,26 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
     under EXACT_RUNNING_MIN_KERNEL, dilations, global pooling, and NCX strides along the
     contiguous axis. The divisor scales are those of ``tables`` (the same spec and shape)."""
     geometry = resolve(spec, spatial_shape)  # the plans' geometry, without caching plans
+    return running_plan_for(geometry, channels, layout, tables) if uses_running(geometry, layout) else None
+
+
+def uses_running(geometry: tuple[AxisGeometry, ...], layout: Layout) -> bool:
+    """Whether float32 windows of this geometry go by the exact running sums (where a slab's
+    values allow): see :func:`running_plan`."""
+    return not (max(g.kernel for g in geometry) < EXACT_RUNNING_MIN_KERNEL or any(g.dilation != 1 for g in geometry)
+                or all(g.out == 1 for g in geometry) or (layout is Layout.NCX and geometry[-1].stride != 1))
+
+
+def headroom(geometry: tuple[AxisGeometry, ...]) -> int:
+    """How many bits a value may take as an integer so that no window sum overflows an int64."""
+    return 62 - math.ceil(math.log2(math.prod(g.kernel for g in geometry)))
+
+
+def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: Layout,
+                     tables: KernelTables) -> RunningPlan:
+    """The running-sum plan of windows with this geometry (a whole input's, or a tile's)."""
     ndim = len(geometry)
     ncx = layout is Layout.NCX
-    if (max(g.kernel for g in geometry) < EXACT_RUNNING_MIN_KERNEL or any(g.dilation != 1 for g in geometry)
-            or all(g.out == 1 for g in geometry) or (ncx and geometry[-1].stride != 1)):
-        return None
     current = [g.length for g in geometry]
     order = [ndim - 1, *range(ndim - 1)] if ncx else list(range(ndim))
     rows = []
@@ -365,7 +403,8 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
         contiguous = ncx and axis == ndim - 1
         line = max(g.pad_begin + g.length, g.out - 1 + g.kernel) if contiguous else 0  # pad_begin zeros on
         # windows clipped to the input hold at most ``length`` <= ``kernel`` values: within headroom
-        clipped = contiguous and g.kernel >= g.length and line > 2 * (g.length + g.out) + 64
+        # (a tile's windows may start after its first value, pad_begin < 0: clipped too)
+        clipped = contiguous and (g.pad_begin < 0 or (g.kernel >= g.length and line > 2 * (g.length + g.out) + 64))
         if clipped:
             line = 2 * g.length + 1
         rows.append((axis, runs, inner, g.pad_begin if contiguous else 0, g.kernel if contiguous else 0, line,
@@ -378,9 +417,8 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
     scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
     inner_factors = scales[-1] if ncx else np.ones(channels)
-    taps_bits = math.ceil(math.log2(math.prod(g.kernel for g in geometry)))
     return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 7), np.ascontiguousarray(row_factors),
-                       _cache_aligned(np.asarray(inner_factors, dtype=np.float64)), 62 - taps_bits,
+                       _cache_aligned(np.asarray(inner_factors, dtype=np.float64)), headroom(geometry),
                        sum(held[:max(0, ndim - 2)] if ncx else held),
                        max(1, EXACT_GROUP_BYTES // (math.prod(g.length for g in geometry) * channels * 4)))
 
@@ -400,22 +438,27 @@ def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -
 @BoundedCache
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
+    dtype = np.dtype(dtype)
+    spatial_shape = spatial_shape_of(shape, layout)
+    channels = 1 if layout is Layout.NCX else shape[-1]
+    t = kernel_tables(spec, spatial_shape, channels)
+    running = running_plan(spec, spatial_shape, channels, layout, t) if dtype == np.float32 else None
+    return prepare_tables(infer_output_shape(spec, shape, layout), shape, dtype, layout, t, running)
+
+
+def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
+                   t: KernelTables, running: RunningPlan | None) -> PreparedPool:
+    """The kernel choice and threading for an input ``shape`` pooled by the tables ``t`` (and,
+    float32 only, the exact running sums where a slab's values allow)."""
     from .kernels import separable  # compiled lazily: importing avgpool stays fast
 
-    dtype = np.dtype(dtype)
-    out_shape = infer_output_shape(spec, shape, layout)
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
-    spatial_shape = spatial_shape_of(shape, layout)
-    t = kernel_tables(spec, spatial_shape, channels)
     pieces = threads.pieces_for(slabs, math.prod(shape), PARALLEL_MIN_ELEMENTS, MANY_PIECES_ELEMENTS)
     budget = OVERLAPPING_GROUP_SCRATCH_BYTES if t.windows_overlap else GROUP_SCRATCH_BYTES
     group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
         args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
-        running = None
-        if dtype == np.float32:
-            running = running_plan(spec, spatial_shape, channels, layout, t)
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)

@@ -143,17 +143,17 @@ def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.
     return row_ptr, idx[valid], factor
 
 
-def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...], out_spatial: tuple[int, ...],
+def _general_tables(plans: tuple, spatial: tuple[int, ...], out_spatial: tuple[int, ...],
                     channels: int, nxc: bool) -> tuple[np.ndarray, np.ndarray]:
     """The start of the general kernels' ``tab`` (header and window tables; the quantisation
-    values are filled in per call by :func:`_make_scalars`) and the divisors."""
+    values are filled in per call by :func:`_make_scalars`) and the divisors, for the window
+    plans of an input (or of a tile, :mod:`avgpool.tiles`)."""
     from .kernels import qlinear_kernels as k
 
-    plans = make_plan(geometry.spec, spatial)
     row_ptr, row_idx, row_factor = _row_tables(plans[:-1], spatial[:-1])
     last = plans[-1]
-    kernel = geometry.spec.kernel[-1]
-    stride = geometry.spec.strides[-1]
+    kernel = last.geometry.kernel
+    stride = last.geometry.stride
     count = last.count.astype(np.int64)
     ow = len(count)
     # onnxruntime divides by the int64 tap count (or prod(kernel_shape)) converted to float32
@@ -180,7 +180,7 @@ def _general_tables(geometry: dialect.Geometry, spatial: tuple[int, ...], out_sp
     header = np.zeros(k.HEADER, np.int64)
     header[[k.OW, k.FULL_LO, k.FULL_HI, k.KERNEL, k.STRIDE, k.PAD, k.POW2, k.DEQUANT, k.MOST_ROWS, k.MOST_TAPS,
             k.CHUNK, k.ROWS_IN, k.WIDTH, k.ROWS_OUT]] = [
-        ow, full_lo, full_hi, kernel, stride, geometry.spec.pads[-1][0], pow2, dequant, most_rows, most_taps, chunk,
+        ow, full_lo, full_hi, kernel, stride, last.geometry.pad_begin, pow2, dequant, most_rows, most_taps, chunk,
         int(np.prod(spatial[:-1])), spatial[-1], int(np.prod(out_spatial[:-1]))]
     tables = (row_ptr, row_idx, last.first.astype(np.int64), count)
     starts = np.cumsum([k.HEADER] + [len(t) for t in tables[:-1]])
@@ -222,8 +222,29 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
                             _pieces(size, batch), (), in_shape=shape)
         return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
                         batch * channels, _pieces(size, batch * channels), (), in_shape=shape)
+    return _general(shape, out_shape, geometry, make_plan(geometry.spec, spatial))
+
+
+def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: dialect.Geometry, plans: tuple) -> Prepared:
+    """The general path for an input of ``shape`` whose windows are ``plans`` (a tile's, cut
+    from the whole operator's: :mod:`avgpool.tiles`)."""
+    dialect.check_dtype(dtype)
+    out_shape = list(shape)
+    for axis, plan in zip(geometry.layout.spatial_axes(len(shape)), plans):
+        out_shape[axis] = plan.geometry.out
+    out_shape = tuple(out_shape)
+    if int(np.prod(out_shape)) == 0:
+        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape)
+    return _general(shape, out_shape, geometry, plans)
+
+
+def _general(shape: tuple[int, ...], out_shape: tuple[int, ...], geometry: dialect.Geometry, plans: tuple) -> Prepared:
+    nxc = geometry.layout is Layout.NXC
+    spatial = shape[1:-1] if nxc else shape[2:]
+    batch, channels = shape[0], (shape[-1] if nxc else shape[1])
+    size = int(np.prod(shape))
     out_spatial = out_shape[1:-1] if nxc else out_shape[2:]
-    tables = _general_tables(geometry, spatial, out_spatial, channels, nxc)
+    tables = _general_tables(plans, spatial, out_spatial, channels, nxc)
     rows_in, width = int(np.prod(spatial[:-1])), spatial[-1]
     rows_out, ow = int(np.prod(out_spatial[:-1])), out_spatial[-1]
     work = size + batch * channels * _taps(tables[0])  # reads + tap additions

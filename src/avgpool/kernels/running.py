@@ -209,7 +209,8 @@ def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums,
         p = s0 + r * length
         w = _U(d0 + r * n_out)
         total = np.int64(0)
-        for i in range(_U(max(0, min(length, k - pad_begin)))):
+        # the first window covers [-pad_begin, k - pad_begin); a tile's may start inside the line
+        for i in range(_U(min(max(0, -pad_begin), length)), _U(max(0, min(length, k - pad_begin)))):
             total += _fixed(x[_U(p) + i], to_int)
         out[w] = np.float64(total) * scale * scales[t]
         u = 0  # ``total`` is the sum of window ``u``

@@ -1,0 +1,177 @@
+"""avgpool.dask: lazy graphs whose result is avgpool's numpy result bit for bit, for any chunking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
+
+import avgpool  # noqa: E402
+import avgpool.dask as avgpool_dask  # noqa: E402
+from tests.test_tiles import float_case, same_bits  # noqa: E402
+
+
+def random_chunks(rng: np.random.Generator, n: int) -> tuple[int, ...]:
+    """Chunks of an axis of ``n``: one, all of size 1, or uneven random ones."""
+    if n == 0:
+        return (0,)
+    kind = rng.integers(0, 4)
+    if kind == 0:
+        return (n,)
+    if kind == 1 and n <= 12:
+        return (1,) * n
+    points = sorted(set(rng.integers(1, n, size=rng.integers(1, 4)).tolist())) if n > 1 else []
+    bounds = [0, *points, n]
+    return tuple(b - a for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def chunked(x: np.ndarray, rng: np.random.Generator) -> da.Array:
+    return da.from_array(x, chunks=tuple(random_chunks(rng, n) for n in x.shape))
+
+
+@pytest.fixture(autouse=True)
+def synchronous():
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def test_float_chunk_invariance_bit_for_bit():
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(150):
+        x, attrs = float_case(rng)
+        try:
+            whole = avgpool.average_pool(x, **attrs)
+        except avgpool.AvgPoolError as err:
+            with pytest.raises(avgpool.AvgPoolError) as raised:
+                avgpool_dask.average_pool(chunked(x, rng), **attrs)
+            assert str(raised.value) == str(err)
+            continue
+        for _ in range(2):
+            lazy = avgpool_dask.average_pool(chunked(x, rng), **attrs)
+            assert lazy.shape == whole.shape and lazy.dtype == whole.dtype
+            assert same_bits(lazy.compute(), whole), (x.dtype, x.shape, attrs, lazy.chunks)
+        checked += 1
+    assert checked > 100
+
+
+def test_bfloat16():
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 17, 13)).astype(ml_dtypes.bfloat16)
+    whole = avgpool.average_pool(x, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 2, 5, 4)), [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    assert same_bits(lazy.compute(), whole)
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_chunk_invariance_bit_for_bit(channels_last):
+    rng = np.random.default_rng(5 + channels_last)
+    checked = 0
+    for _ in range(60):
+        ndim = int(rng.integers(1, 4))
+        spatial = [int(rng.integers(1, 25 if ndim < 3 else 9)) for _ in range(ndim)]
+        kernel = list(spatial) if rng.random() < 0.15 else [int(rng.integers(1, 7)) for _ in range(ndim)]
+        mode = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+        pads = [int(rng.integers(0, k)) for k in kernel] * 2 if mode == "NOTSET" and rng.random() < 0.6 else None
+        dtype = rng.choice([np.uint8, np.int8])
+        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+        shape = [n, *spatial, c] if channels_last else [n, c, *spatial]
+        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape).astype(dtype)
+        attrs = dict(kernel_shape=kernel, strides=[int(rng.integers(1, 4)) for _ in range(ndim)], pads=pads,
+                     auto_pad=mode, ceil_mode=int(rng.integers(0, 2)), count_include_pad=int(rng.integers(0, 2)),
+                     channels_last=channels_last)
+        quant = (np.float32(rng.uniform(0.01, 0.2)), dtype(rng.integers(0, 5)), np.float32(rng.uniform(0.01, 0.2)),
+                 dtype(rng.integers(0, 10)))
+        try:
+            whole = avgpool.qlinear_average_pool(x, *quant, **attrs)
+        except avgpool.AvgPoolError as err:
+            with pytest.raises(avgpool.AvgPoolError) as raised:
+                avgpool_dask.qlinear_average_pool(chunked(x, rng), *quant, **attrs)
+            assert str(raised.value) == str(err)
+            continue
+        lazy = avgpool_dask.qlinear_average_pool(chunked(x, rng), *quant, **attrs)
+        assert same_bits(lazy.compute(), whole), (x.dtype, x.shape, attrs, lazy.chunks)
+        checked += 1
+    assert checked > 40
+
+
+def test_building_the_graph_computes_nothing():
+    calls = []
+
+    def source(block):
+        calls.append(block.shape)
+        return block
+
+    x = da.from_array(np.ones((1, 2, 40, 40), np.float32), chunks=(1, 1, 10, 10))
+    x = x.map_blocks(source, meta=np.empty((0, 0, 0, 0), np.float32))
+    lazy = avgpool_dask.average_pool(x, [7, 7], strides=[1, 1], pads=[3, 3, 3, 3])  # float32 k7: the exact check
+    assert calls == []
+    lazy.compute()
+    assert calls  # the same graph does compute when asked
+
+
+def test_errors_at_graph_building_name_the_attribute():
+    x = da.ones((1, 1, 8, 8), chunks=4, dtype=np.float32)
+    with pytest.raises(avgpool.AvgPoolError, match=r"AveragePool-22: .*strides"):
+        avgpool_dask.average_pool(x, [3, 3], strides=[0, 1])
+    with pytest.raises(avgpool.AvgPoolError, match=r"int32"):
+        avgpool_dask.average_pool(x.astype(np.int32), [3, 3])
+    with pytest.raises(avgpool.AvgPoolError, match=r"QLinearAveragePool: .*dtype float32"):
+        avgpool_dask.qlinear_average_pool(x, 1.0, 0, 1.0, 0, [3, 3])
+    with pytest.raises(avgpool.AvgPoolError, match=r"dask.array"):
+        avgpool_dask.average_pool([[1.0]], [1])
+
+
+def test_tasks_read_only_their_tile_and_halo():
+    # 1 x 1 x 64 x 64 in 16 x 16 chunks, k3 s2 p1: each tile reads its chunk and one row and one
+    # column of its neighbours, never a whole neighbouring chunk, nor a whole axis
+    x = da.from_array(np.arange(64 * 64, dtype=np.float64).reshape(1, 1, 64, 64), chunks=(1, 1, 16, 16))
+    lazy = avgpool_dask.average_pool(x, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    assert lazy.chunks[2:] == ((8, 8, 8, 8), (8, 8, 8, 8))
+    graph = dict(lazy.__dask_graph__())
+    cuts = {key: task for key, task in graph.items() if isinstance(key, tuple) and "avgpool-cut" in key[0]}
+    tiles = [key for key in graph if isinstance(key, tuple) and key[0] == lazy.name]
+    assert len(tiles) == 16
+    biggest = 0
+    for task in cuts.values():
+        index = task.args[1] if hasattr(task, "args") else task[2]
+        index = getattr(index, "value", index)
+        size = np.prod([s.stop - s.start for s in index])
+        biggest = max(biggest, size)
+    assert 0 < biggest <= 16  # a row or column of 16 values, or a corner value
+    # the largest input a tile reads: its chunk (16 x 16) plus one row and one column
+    assert lazy.compute().shape == (1, 1, 32, 32)
+
+
+def test_global_pooling_reads_whole_planes():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 12, 10)).astype(np.float32)
+    lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 3, 5, 4)), [12, 10])
+    assert lazy.chunks == ((1, 1), (3, 1), (1,), (1,))
+    assert same_bits(lazy.compute(), avgpool.average_pool(x, [12, 10]))
+
+
+def test_empty_outputs_and_inputs():
+    x = da.ones((0, 2, 8, 8), chunks=4, dtype=np.float32)
+    assert avgpool_dask.average_pool(x, [3, 3]).compute().shape == (0, 2, 6, 6)
+    y = da.ones((1, 2, 8, 8), chunks=4, dtype=np.float32)
+    assert avgpool_dask.average_pool(y, [3, 3], strides=[9, 9]).shape == (1, 2, 1, 1)
+
+
+def test_local_cluster_two_processes_same_bits():
+    distributed = pytest.importorskip("distributed")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 3, 61, 47)).astype(np.float32)
+    x[0, 1, 30, 20] = np.nan
+    whole = avgpool.average_pool(x, [5, 5], strides=[2, 1], pads=[2, 2, 2, 2], count_include_pad=1)
+    with dask.config.set(scheduler=None), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                                                   dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 2, 16, 20)), [5, 5], strides=[2, 1],
+                                         pads=[2, 2, 2, 2], count_include_pad=1)
+        result = client.compute(lazy).result()
+    assert same_bits(result, whole)

@@ -1,0 +1,200 @@
+"""avgpool.tiles: any tiling of the output, each tile pooled from the input region it reads,
+gives the whole-array call's result bit for bit (the entry point of avgpool.dask)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import avgpool
+from avgpool import api, tiles
+from avgpool.dialects import onnx as onnx_dialect
+from avgpool.dialects import qlinear as qlinear_dialect
+from avgpool.spec import Layout
+
+
+def random_cuts(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
+    """``0..n`` cut into up to five ranges at random points (pieces of one are common)."""
+    points = sorted(set(rng.integers(1, n, size=rng.integers(0, min(n, 4) + 1)).tolist())) if n > 1 else []
+    bounds = [0, *points, n]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def pool_in_tiles(tiling, x: np.ndarray, rng: np.random.Generator, pool_tile) -> np.ndarray:
+    """The whole output, tile by tile, over random cuts of every axis (batch and channels too)."""
+    out = np.full(tiling.out_shape, 77, x.dtype)
+    spatial = tiling.spatial_axes
+    channel_axis = 1 if tiling.layout is Layout.NCX else x.ndim - 1
+    cuts = {axis: random_cuts(rng, tiling.out_shape[axis]) for axis in spatial}
+    cuts[0] = random_cuts(rng, x.shape[0])
+    cuts[channel_axis] = random_cuts(rng, x.shape[channel_axis])
+    for ranges in itertools.product(*(cuts[axis] for axis in range(x.ndim))):
+        outputs = tuple(ranges[axis] for axis in spatial)
+        take, put = list(map(lambda r: slice(*r), ranges)), list(map(lambda r: slice(*r), ranges))
+        for i, axis in enumerate(spatial):
+            take[axis] = slice(*tiling.input_range(i, *outputs[i]))
+        out[tuple(put)] = pool_tile(x[tuple(take)], outputs, ranges)
+    return out
+
+
+def float_case(rng: np.random.Generator):
+    ndim = int(rng.integers(1, 4))
+    spatial = [int(rng.integers(1, 30 if ndim < 3 else 10)) for _ in range(ndim)]
+    kernel = [int(rng.integers(1, 8)) if rng.random() < 0.7 else int(rng.integers(8, 30)) for _ in range(ndim)]
+    mode = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    attrs = dict(kernel_shape=kernel, strides=[int(rng.integers(1, 4)) for _ in range(ndim)],
+                 dilations=[1 if rng.random() < 0.7 else 2 for _ in range(ndim)], auto_pad=mode,
+                 ceil_mode=int(rng.integers(0, 2)), count_include_pad=int(rng.integers(0, 2)),
+                 pads=[int(rng.integers(0, k + 2)) for k in kernel] * 2 if mode == "NOTSET" else None,
+                 layout=str(rng.choice(["NCX", "NXC"])))
+    dtype = str(rng.choice(["float32", "float32", "float64", "float16"]))
+    n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+    shape = [n, c, *spatial] if attrs["layout"] == "NCX" else [n, *spatial, c]
+    magnitude = 10.0 ** rng.uniform(-3, 3, size=shape) if rng.random() < 0.3 else 1.0
+    x = (rng.standard_normal(shape) * magnitude).astype(dtype)
+    if rng.random() < 0.3:  # NaN and Inf decide a float32 slab's path, and reach only their windows
+        x.reshape(-1)[rng.integers(0, x.size, 2)] = rng.choice([np.nan, np.inf, -np.inf], 2)
+    return x, attrs
+
+
+def float_tiling(x: np.ndarray, attrs: dict) -> tiles.Tiling:
+    defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                    opset=22, layout="NCX")
+    array, spec, layout = api._validated(x, onnx_dialect.op_version(22), **{**defaults, **attrs})
+    return tiles.tiling(spec, x.shape, x.dtype, layout)
+
+
+def pool_float_in_tiles(x: np.ndarray, t: tiles.Tiling, rng: np.random.Generator) -> np.ndarray:
+    exact = tiles.exact_allowed(*tiles.slab_bit_range(x, t.layout), t.headroom) if t.exact else None
+
+    def pool_tile(region, outputs, ranges):
+        slabs = None if exact is None else exact[slice(*ranges[0]), slice(*ranges[1])] if t.layout is Layout.NCX \
+            else exact[slice(*ranges[0])]
+        return t.pool(region, outputs, slabs)
+
+    return pool_in_tiles(t, x, rng, pool_tile)
+
+
+def test_float_tiles_are_the_whole_bit_for_bit():
+    rng = np.random.default_rng(20261125)
+    checked = 0
+    for _ in range(160):
+        x, attrs = float_case(rng)
+        try:
+            whole = avgpool.average_pool(x, **attrs)
+        except avgpool.AvgPoolError:
+            continue
+        t = float_tiling(x, attrs)
+        assert t.out_shape == whole.shape
+        tiled = pool_float_in_tiles(x, t, rng)
+        assert same_bits(tiled, whole), (x.dtype, x.shape, attrs)
+        checked += 1
+    assert checked > 120
+
+
+def window_where_paths_differ() -> np.ndarray:
+    """A 1 x 1 x 5 x 10 float32 slab of ones whose first 5x5 window has a mean of exactly a
+    float32 midpoint (1 + 2**-24), which the exact sums and the float64 multi-pass sums round
+    to different neighbours: taps ``1 + d * 2**-23`` and one ``1 - 63 * 2**-24`` (the offsets
+    sum to 25 * 2**-24); this order of the ``d`` came from a search over random ones (a quarter
+    of them differ). Pooled 5x5 with strides (5, 1), so that the exact path applies."""
+    delta = [1, 3, 3, 3, 1, 2, 3, 2, 3, 2, 2, 1, 3, 0, 2, 2, 3, 2, 1, 1, 1, 1, 2, 0, 0]
+    taps = 1.0 + np.asarray(delta, np.float64) * 2.0**-23
+    taps[23] = 1.0 - 63 * 2.0**-24
+    x = np.ones((1, 1, 5, 10), np.float32)
+    x[0, 0, :, :5] = taps.reshape(5, 5)
+    return x
+
+
+ATTRS = dict(kernel_shape=[5, 5], strides=[5, 1])
+
+
+def test_a_slab_the_exact_check_refuses_is_float64_in_every_tile():
+    clean = window_where_paths_differ()
+    x = clean.copy()
+    x[0, 0, 0, 9] = np.nan  # only in the last window, but the whole slab goes by the float64 sums
+    whole = avgpool.average_pool(x, **ATTRS)
+    assert whole[0, 0, 0, 0] != avgpool.average_pool(clean, **ATTRS)[0, 0, 0, 0]  # the paths differ here
+    t = float_tiling(x, ATTRS)
+    assert t.exact
+    exact = tiles.exact_allowed(*tiles.slab_bit_range(x, t.layout), t.headroom)
+    assert exact.tolist() == [[False]]
+    a, b = t.input_range(1, 0, 1)
+    assert b <= 9  # the first window's tile does not hold the NaN
+    assert same_bits(t.pool(x[..., a:b], ((0, 1), (0, 1)), exact), whole[..., :1])
+    # deciding from the tile's own values (not the slab's) would give the other neighbour
+    assert not same_bits(t.pool(x[..., a:b], ((0, 1), (0, 1)), None), whole[..., :1])
+
+
+def test_mixed_slabs_take_each_its_own_path():
+    clean = window_where_paths_differ()[0, 0]
+    with_nan = clean.copy()
+    with_nan[0, 9] = np.nan
+    x = np.stack([with_nan, clean, with_nan])[None]  # 1 x 3 x 5 x 10
+    whole = avgpool.average_pool(x, **ATTRS)
+    t = float_tiling(x, ATTRS)
+    exact = tiles.exact_allowed(*tiles.slab_bit_range(x, t.layout), t.headroom)
+    assert exact.tolist() == [[False, True, False]]
+    a, b = t.input_range(1, 0, 2)
+    tile = t.pool(x[..., a:b], ((0, 1), (0, 2)), exact)
+    assert same_bits(tile, whole[..., :2])
+    assert tile[0, 0, 0, 0] != tile[0, 1, 0, 0]
+
+
+def test_exact_allowed_mirrors_the_kernel_check():
+    from avgpool.kernels import running
+
+    rng = np.random.default_rng(7)
+    outcomes = set()
+    for _ in range(300):
+        spread = int(rng.choice([4, 30, 60]))
+        values = (rng.standard_normal(16) * 2.0 ** rng.integers(-spread, spread, 16)).astype(np.float32)
+        values[rng.random(16) < 0.2] = 0
+        if rng.random() < 0.1:
+            values[3] = rng.choice([np.nan, np.inf])
+        x = values.reshape(1, 1, 16)
+        t = float_tiling(x, dict(kernel_shape=[5]))
+        expected = running.fixed_point_exponent(x.view(np.uint32).ravel(), 0, 16, t.headroom)
+        allowed = tiles.exact_allowed(*tiles.slab_bit_range(x, t.layout), t.headroom)
+        assert bool(allowed[0, 0]) == (expected != running.NOT_EXACT)
+        outcomes.add(bool(allowed[0, 0]))
+    assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_qlinear_tiles_are_the_whole_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for _ in range(60):
+        ndim = int(rng.integers(1, 4))
+        spatial = [int(rng.integers(1, 25 if ndim < 3 else 9)) for _ in range(ndim)]
+        kernel = list(spatial) if rng.random() < 0.15 else [int(rng.integers(1, 7)) for _ in range(ndim)]
+        mode = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+        pads = [int(rng.integers(0, k)) for k in kernel] * 2 if mode == "NOTSET" and rng.random() < 0.6 else None
+        channels_last = int(rng.integers(0, 2))
+        dtype = rng.choice([np.uint8, np.int8])
+        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+        shape = [n, *spatial, c] if channels_last else [n, c, *spatial]
+        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape).astype(dtype)
+        attributes = (tuple(kernel), tuple(int(rng.integers(1, 4)) for _ in range(ndim)), pads and tuple(pads), mode,
+                      int(rng.integers(0, 2)), int(rng.integers(0, 2)), channels_last)
+        quant = (np.float32(rng.uniform(0.01, 0.2)), dtype(rng.integers(0, 5)), np.float32(rng.uniform(0.01, 0.2)),
+                 dtype(rng.integers(0, 10)))
+        try:
+            whole = avgpool.qlinear_average_pool(x, *quant, kernel_shape=attributes[0], strides=attributes[1],
+                                                 pads=attributes[2], auto_pad=mode, ceil_mode=attributes[4],
+                                                 count_include_pad=attributes[5], channels_last=channels_last)
+        except avgpool.AvgPoolError:
+            continue
+        t = tiles.qlinear_tiling(x.shape, x.dtype, *attributes)
+        params = qlinear_dialect.make_quant_params(x.dtype, *quant)
+        tiled = pool_in_tiles(t, x, rng, lambda region, outputs, ranges: t.pool(region, outputs, params))
+        assert same_bits(tiled, whole), (x.dtype, x.shape, attributes)
+        checked += 1
+    assert checked > 40
