@@ -63,6 +63,27 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _chunks(text: str) -> str | tuple[int | str, ...]:
+    """``auto``, or one chunk length per axis: a positive integer, -1 (the whole axis) or auto."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    chunks: list[int | str] = []
+    for part in text.replace("x", ",").split(","):
+        part = part.strip().lower()
+        if part == "auto":
+            chunks.append(part)
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            value = 0
+        if value < 1 and value != -1:
+            raise argparse.ArgumentTypeError(f"expected auto or comma-separated chunk lengths (positive, -1 for a "
+                                             f"whole axis, or auto), got {text!r}")
+        chunks.append(value)
+    return tuple(chunks)
+
+
 def _auto_pad(text: str) -> str:
     if text.lower() not in AUTO_PAD_SPELLINGS:
         raise argparse.ArgumentTypeError(f"expected one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID, "
@@ -330,6 +351,10 @@ def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
     from . import io
 
     settings = settings_from_args(args)
+    if io.is_zarr(args.input) or io.is_zarr(args.output):
+        return _pool_chunked(args, settings, stdout)
+    if args.chunks is not None:
+        raise UsageError("--chunks chooses the tiles of a zarr store's work: the input or the output must be one")
     dialect = DIALECTS[args.dialect]
     out_kind = io.check_suffix(args.output, writing=True)  # before any work
     if args.output_key is not None:
@@ -366,6 +391,241 @@ def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
         print(f"{args.input} {'x'.join(map(str, x.shape))} {x.dtype} -> {_dialect_label(args.dialect, settings)} "
               f"({settings.describe()}) -> {args.output} {'x'.join(map(str, shape))} {first.dtype} in {seconds:.2f} s",
               file=stdout)
+    return 0
+
+
+# ---------------------------------------------------------------- pool with zarr stores, chunk by chunk
+
+
+def _dask() -> tuple[Any, Any]:
+    """dask.array and avgpool.dask, or an ImportError that says what to install."""
+    try:
+        import dask.array as da
+
+        from . import dask as avgpool_dask
+    except ImportError as err:
+        raise ImportError(f"zarr stores need dask and zarr: install avgpool[dask] ({err})") from None
+    return da, avgpool_dask
+
+
+def _refuse_nested(input_path: str, output: str) -> None:
+    """Beyond :func:`_refuse_overwriting`: with a store, one path inside the other is refused too
+    (an output store replacing the group the input array is in, or an output written into the
+    input store)."""
+    source, target = os.path.realpath(input_path), os.path.realpath(output)
+    if os.path.commonpath([source, target]) in (source, target):
+        raise UsageError(f"{output} is the input store {input_path}, holds it or is inside it: "
+                         "write the result elsewhere")
+
+
+def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[Any, str | None, str]:
+    """The input as a dask array in the chunks --chunks asks for (a zarr store's own by default),
+    converted as :func:`_prepare` would; its key, and its shape and dtype as read."""
+    from . import io
+
+    quantized = DIALECTS[args.dialect].quantized
+    if io.is_zarr(args.input):
+        z = io.open_zarr(args.input, args.key)
+        chunks = _checked_chunks(args.chunks, z.ndim)
+        x, kind, key = da.from_zarr(z, chunks=chunks), "zarr", args.key
+        read = f"{'x'.join(map(str, z.shape))} {z.dtype}"
+    else:
+        tensor = io.read_tensor(args.input, key=args.key)
+        array = tensor.array
+        read = f"{'x'.join(map(str, array.shape))} {array.dtype}"
+        if tensor.kind == "image":  # a picture is small: converted whole, as for a file output
+            array = _prepare(array, args, True, settings.channels_last, quantized)
+        chunks = _checked_chunks(args.chunks, array.ndim)
+        # name=False: the graph's name is not a hash of the whole input
+        x = da.from_array(array, chunks="auto" if chunks is None else chunks, name=False)
+        kind, key = tensor.kind, tensor.key
+    if x.ndim < 3:
+        raise UsageError(f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... "
+                         "(at least 3 dimensions)")
+    if args.dtype and kind != "image":
+        x = x.astype(args.dtype)
+    if not x.dtype.isnative:  # zarr v2 stores big-endian arrays; the kernels read native numbers
+        x = x.astype(x.dtype.newbyteorder("="))
+    return x, key, read
+
+
+def _checked_chunks(chunks: Any, ndim: int) -> Any:
+    if isinstance(chunks, tuple) and len(chunks) != ndim:
+        raise UsageError(f"--chunks has {len(chunks)} values {','.join(map(str, chunks))} but the input has "
+                         f"{ndim} axes: give one per axis (-1 for a whole axis) or auto")
+    return chunks
+
+
+def _onnx_equivalent(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
+    """ONNX AveragePool attributes whose windows and divisors are exactly those of dialect ``name``
+    on an input of ``shape``, validated by that dialect's own rules first.
+
+    avgpool.dask computes ONNX AveragePool only, but the engine sees nothing of a dialect beyond
+    its window tables (:func:`avgpool.plan.make_plan`: geometry, taps and divisors per axis): equal
+    tables give the same bits. The ONNX candidates take the dialect's resolved pads explicitly,
+    and each rounding and divisor rule ONNX has; none matching means the dialect does something
+    ONNX cannot (a ceil window starting in the end padding, a full-kernel divisor of a window that
+    overhangs the padding), and the zarr path is refused."""
+    from .dialect_registry import _load
+    from .dialects import onnx as onnx_dialect
+    from .errors import error_context
+    from .plan import make_plan
+    from .shape import spatial_shape_of
+    from .spec import Layout
+
+    begin, end = s.begin_end()
+    auto_pad = normalise_auto_pad(s.auto_pad)
+    if name == "openvino":
+        from .dialects import openvino as dialect
+
+        _load("avgpool.openvino", "avg_pool", "the OpenVINO dialect")
+        version = dialect.check_version(s.version)
+        label, allowed, allowed_text, layout = dialect.label(version), dialect.DTYPES, dialect.DTYPES_TEXT, Layout.NCX
+    else:
+        from .dialects import onednn as dialect
+
+        _load("avgpool.onednn", "avg_pool", "the oneDNN dialect")
+        label, allowed, allowed_text = dialect.LABEL, dialect.DTYPES, dialect.DTYPES_TEXT
+        layout = Layout.NXC if s.channels_last else Layout.NCX
+    with error_context(label):
+        if np.dtype(dtype) not in allowed:
+            raise AvgPoolError(f"the input has dtype {dtype}: it must be {allowed_text}")
+        # the spec exactly as the dialect's function builds it (dialect_registry._call_*), on the whole shape
+        if name == "openvino":
+            if s.channels_last:
+                raise AvgPoolError("OpenVINO AvgPool is NCX only: drop --layout NXC")
+            spec = dialect.make_spec(version, shape, list(s.kernel), exclude_pad=not s.include_pad,
+                                     strides=s.strides and list(s.strides), pads_begin=list(begin), pads_end=list(end),
+                                     rounding_type=s.rounding, auto_pad="explicit" if auto_pad == "NOTSET" else
+                                     auto_pad.lower(), dilations=s.dilations and list(s.dilations))
+        else:
+            if s.dilations and any(d != 1 for d in s.dilations):
+                raise AvgPoolError("oneDNN Graph AvgPool has no dilations")
+            spec = dialect.make_spec(shape, layout, list(s.kernel), strides=s.ones(s.strides), pads_begin=list(begin),
+                                     pads_end=list(end), exclude_pad=not s.include_pad, rounding_type=s.rounding,
+                                     auto_pad="None" if auto_pad == "NOTSET" else auto_pad)
+    spatial = spatial_shape_of(shape, layout)
+    plans = make_plan(spec, spatial)
+    # OpenVINO's empty windows are oneDNN's signed zeros (avgpool.empty_windows), which the ONNX graph
+    # does not write: such a configuration stays with OpenVINO's own function
+    empty = name == "openvino" and any(not p.count.all() for p in plans)
+    geometry = [p.geometry for p in plans]
+    pads = [g.pad_begin for g in geometry] + [g.pad_end for g in geometry]
+    for ceil_mode, count_include_pad in itertools.product((False, True), (False, True)):
+        attributes = {"kernel_shape": list(spec.kernel), "strides": list(spec.strides), "pads": pads,
+                      "ceil_mode": ceil_mode, "count_include_pad": count_include_pad,
+                      "dilations": list(spec.dilations)}
+        try:
+            candidate = make_plan(onnx_dialect.make_spec(22, (1, 1, *spatial), **attributes), spatial)
+        except AvgPoolError:
+            continue
+        if not empty and all(a.geometry == b.geometry and np.array_equal(a.first, b.first)
+                             and np.array_equal(a.count, b.count) and np.array_equal(a.divisor, b.divisor)
+                             for a, b in zip(plans, candidate)):
+            return {**attributes, "opset": 22, "layout": layout.value}
+    raise UsageError(f"--dialect {name} with these attributes has windows or divisors that no ONNX AveragePool has "
+                     "on this input, and only ONNX AveragePool and QLinearAveragePool have a chunked path for zarr "
+                     "stores: pool a .npy file instead")
+
+
+def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:
+    """The lazy pooled array; every attribute is validated here, before any chunk is read."""
+    if args.dialect == "qlinear":
+        if s.dilations and any(d != 1 for d in s.dilations):
+            raise AvgPoolError("QLinearAveragePool has no dilations")
+        dtype = x.dtype if x.dtype in (np.dtype(np.uint8), np.dtype(np.int8)) else np.dtype(np.uint8)
+        return avgpool_dask.qlinear_average_pool(
+            x, np.float32(s.x_scale), np.array(s.x_zero_point, dtype=dtype), np.float32(s.y_scale),
+            np.array(s.y_zero_point, dtype=dtype), list(s.kernel), strides=s.strides and list(s.strides),
+            pads=s.onnx_pads(), auto_pad=s.auto_pad, ceil_mode=int(s.ceil), count_include_pad=int(s.include_pad),
+            channels_last=int(s.channels_last))
+    if args.dialect == "onnx":
+        return avgpool_dask.average_pool(x, list(s.kernel), strides=s.strides, pads=s.onnx_pads(),
+                                         auto_pad=s.auto_pad, ceil_mode=s.ceil, count_include_pad=s.include_pad,
+                                         dilations=s.dilations, opset=s.opset,
+                                         layout="NXC" if s.channels_last else "NCX")
+    attributes = _onnx_equivalent(args.dialect, s, x.shape, x.dtype)
+    return avgpool_dask.average_pool(x, attributes.pop("kernel_shape"), **attributes)
+
+
+def _regular(y: Any) -> Any:
+    """``y`` with chunks zarr can store: equal along each axis but the last one of it. The pooled
+    chunks follow the input's, and windows near a chunk edge can shift a few outputs from one
+    chunk to the next; then the largest chunk of each axis is used (as dask.array.to_zarr does)."""
+    if all(len(set(c[:-1])) <= 1 and c[-1] <= c[0] for c in y.chunks):
+        return y
+    return y.rechunk(tuple(map(max, y.chunks)))
+
+
+def _store(y: Any, target: Any, progress: bool) -> None:
+    """Compute ``y`` chunk by chunk into ``target`` (a zarr array, a memory map, an array), with a
+    progress bar on stderr if asked.
+
+    The tasks run on a thread pool of our own, which is shut down before this returns, also on an
+    error or Ctrl-C: dask's scheduler stops handing out tasks then, but those already running
+    would go on writing chunks into a temporary store that is being removed."""
+    import concurrent.futures
+
+    import dask
+    from dask.diagnostics import ProgressBar
+
+    da, _ = _dask()
+    stored = da.store(y, target, lock=False, compute=False)  # each chunk is its own region of the target
+    pool = concurrent.futures.ThreadPoolExecutor(dask.config.get("num_workers", None) or dask.system.CPU_COUNT)
+    try:
+        with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+            dask.compute(stored, scheduler="threads", pool=pool)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -> int:
+    """``pool`` when the input or the output is a zarr store: a dask graph from the input's chunks
+    to the output's, never the whole array in memory (but for an .npz or image output, which is
+    written whole)."""
+    from . import io
+
+    da, avgpool_dask = _dask()
+    io.zarr_module()  # missing: said before any work
+    zarr_output = io.is_zarr(args.output)
+    out_kind = "zarr" if zarr_output else io.check_suffix(args.output, writing=True)  # before any work
+    if args.batch_size is not None:
+        raise UsageError("--batch-size is for files; with a zarr store the work goes chunk by chunk (--chunks)")
+    if args.output_key is not None:
+        if zarr_output:
+            raise UsageError("--output-key names the array of an .npz output; a zarr output store is one array")
+        io.check_member_name(args.output, args.output_key)
+    _refuse_overwriting([args.input], args.output)
+    _refuse_nested(args.input, args.output)
+    if zarr_output:
+        io.check_zarr_target(args.output)
+    x, key, read = _lazy_input(args, settings, da)
+    y = _dask_pooled(args, settings, x, avgpool_dask)
+    progress = args.progress or (not args.quiet and sys.stderr.isatty())
+    started = time.perf_counter()
+    if out_kind == "zarr":
+        y = _regular(y)
+        with io.replacing_directory(args.output) as directory:
+            _store(y, io.create_zarr(directory, y.shape, tuple(max(c[0], 1) for c in y.chunks), y.dtype), progress)
+    elif out_kind == "npy":
+        with io.replacing(args.output) as fp:
+            target = io.npy_memmap(fp, y.shape, y.dtype)
+            _store(y, target, progress)
+            if isinstance(target, np.memmap):
+                target.flush()
+            del target
+    else:
+        result = np.empty(y.shape, y.dtype)
+        _store(y, result, progress)
+        if out_kind == "image" and settings.channels_last and result.ndim == 4:
+            result = result.transpose(0, 3, 1, 2)
+        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(key or "y"))
+    seconds = time.perf_counter() - started
+    if not args.quiet:
+        chunks = "x".join(str(max(c[0], 1)) for c in y.chunks)
+        print(f"{args.input} {read} -> {_dialect_label(args.dialect, settings)} "
+              f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} "
+              f"(chunks {chunks}) in {seconds:.2f} s", file=stdout)
     return 0
 
 
@@ -523,7 +783,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--png", metavar="PATH", help="also write the diagram as PNG (needs Pillow)")
 
     pool = commands.add_parser(
-        "pool", help="pool a tensor (.npy/.npz) or an image (PNG/JPEG) into .npy/.npz/PNG",
+        "pool", help="pool a tensor (.npy/.npz/zarr) or an image (PNG/JPEG) into .npy/.npz/zarr/PNG",
         formatter_class=_Formatter,
         description="Read a tensor from .npy or .npz (never with pickle) or an image (PNG or JPEG, read as "
                     "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
@@ -531,22 +791,39 @@ def build_parser() -> argparse.ArgumentParser:
                     "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
                     "Work is done batch by batch along N (a large .npy is memory-mapped, a .npy output is written "
                     "batch by batch), with a progress line on stderr for large inputs or with --progress. An "
-                    "existing output file is replaced only once the new one is complete.",
+                    "existing output file is replaced only once the new one is complete.\n\n"
+                    "Zarr stores (needs avgpool[dask]): INPUT or OUTPUT is a zarr store when it ends in .zarr or "
+                    "is an existing directory; an input store is a zarr array, or a group with --key naming the "
+                    "array. Then the work goes chunk by chunk with avgpool.dask, bit for bit the result above and "
+                    "never the whole array in memory: the input is read in its own chunks or those --chunks gives "
+                    "(e.g. 1,1,2048,2048, -1 for a whole axis, or auto; a .npy input is cut into them too), the "
+                    "output chunks follow the input's, and a zarr output (zarr format 3) is written into a "
+                    "temporary directory beside it and swapped in only when complete: an existing output store "
+                    "(which must be a zarr array) is kept on any error or Ctrl-C. A progress bar goes to stderr "
+                    "when it is a terminal or with --progress. ONNX and qlinear pool any zarr store; openvino and "
+                    "onednn only where their windows and divisors are some ONNX AveragePool's on that input (else "
+                    "exit 2). A .npz or image output from a zarr input is held in memory whole.",
         epilog="examples:\n"
                "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
+               "  avgpool pool scan.zarr small.zarr -k 4,4 -s 4,4 --chunks 1,1,2048,2048 --progress\n"
+               "  avgpool pool scans.zarr y.npy --key scan/raw -k 3,3 -p 1,1,1,1\n"
                "  avgpool pool x.npy y.npy -k 3,3 -p 1,1,1,1 --count-include-pad --opset 11\n"
                "  avgpool pool x.npz y.npz --key images -k 2,2 -s 2,2 --dialect openvino --rounding-type ceil\n"
                "  avgpool pool x.npy y.npy -k 2,2 -s 2,2 --dialect onednn --layout NCX\n"
                "  avgpool pool q.npy y.npy -k 2,2 --dialect qlinear --x-scale 0.1 --y-scale 0.1 --x-zero-point 128")
-    pool.add_argument("input", help="input file: .npy, .npz, .png, .jpg or .jpeg")
-    pool.add_argument("output", help="output file: .npy, .npz, .png, .jpg or .jpeg")
+    pool.add_argument("input", help="input file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
+    pool.add_argument("output", help="output file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
     _add_attribute_flags(pool, list(POOL_DIALECTS))
     files = pool.add_argument_group("files and progress")
-    files.add_argument("--key", help="the array to read from an .npz holding several")
+    files.add_argument("--key", help="the array to read from an .npz holding several, or from a zarr group")
     files.add_argument("--output-key", help="the array name in an .npz output (default: the input's key, or y)")
     files.add_argument("--dtype", choices=["float16", "float32", "float64", "uint8", "int8"],
                        help="convert the input to this dtype first")
-    files.add_argument("--batch-size", type=int, help="samples along N per step (default: about 32 MB of input)")
+    files.add_argument("--batch-size", type=int, help="samples along N per step (default: about 32 MB of input; "
+                                                      "files only)")
+    files.add_argument("--chunks", type=_chunks, metavar="C1,C2,...|auto",
+                       help="with a zarr store: the chunks the input is read and pooled in, one length per axis "
+                            "(-1: the whole axis) or auto; default: the input store's own chunks (auto for a file)")
     files.add_argument("--progress", action="store_true", help="show a progress line on stderr")
     files.add_argument("--quiet", "-q", action="store_true", help="no summary line, no automatic progress")
 

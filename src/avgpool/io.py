@@ -17,6 +17,12 @@
   archive's member name is :func:`safe_member_name`'s).
 - Every output is written to a temporary file beside the target and renamed onto it only when
   complete (:func:`replacing`): an error, a full disk or an interrupt leaves the old file as it was.
+- Zarr stores (``pip install 'avgpool[dask]'``): a path is one when it ends in ``.zarr`` or is an
+  existing directory (:func:`is_zarr`); an input store is an array, or a group with ``--key``
+  naming its array (:func:`open_zarr`). An output store is written into a temporary directory
+  beside the target and swapped in only when complete (:func:`replacing_directory`); an existing
+  target is replaced only if it is a zarr array itself (:func:`check_zarr_target`), never another
+  directory.
 
 Every problem with a file raises :class:`FileFormatError` (a ValueError) naming the file.
 """
@@ -24,10 +30,14 @@ Every problem with a file raises :class:`FileFormatError` (a ValueError) naming 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
+import shutil
+import signal
 import stat
+import threading
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -36,6 +46,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 TENSOR_SUFFIXES = (".npy", ".npz")
+ZARR_SUFFIX = ".zarr"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 #: Above this size an .npy input is memory-mapped instead of read.
 MMAP_THRESHOLD = 16 * 2**20
@@ -309,3 +320,153 @@ def write_tensor(path: Any, array: np.ndarray, *, key: str = "y") -> None:
             np.savez(fp, **{key: array})
         else:
             image.save(fp, format="JPEG" if suffix(path) in (".jpg", ".jpeg") else "PNG")
+
+
+def npy_memmap(fp: BinaryIO, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The .npy header of ``shape`` and ``dtype`` written to ``fp`` (a :func:`replacing` file),
+    and its data as a writeable memory map of that file, for chunks that arrive in any order.
+
+    The data's bytes are reserved on disk first: a full disk or a file-size limit is then an
+    OSError here, not a SIGBUS when a page of the map is written back."""
+    dtype = np.dtype(dtype)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(fp, header)
+    fp.flush()
+    offset = fp.tell()
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size == 0:
+        return np.empty(shape, dtype)  # nothing to map, and mmap refuses an empty range
+    try:
+        os.posix_fallocate(fp.fileno(), offset, size)
+    except (AttributeError, OSError) as err:  # not on this system, or not on this file system
+        if isinstance(err, OSError) and err.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+        fp.truncate(offset + size)
+    # by name: ``fp`` is write-only, and a shared map needs a readable descriptor
+    return np.memmap(fp.name, dtype=dtype, mode="r+", offset=offset, shape=tuple(shape))
+
+
+# ---------------------------------------------------------------- zarr stores
+
+
+def zarr_module() -> Any:
+    """zarr, or an ImportError that says what to install."""
+    try:
+        import zarr
+    except ImportError as err:
+        raise ImportError(f"zarr stores need zarr and dask: install avgpool[dask] ({err})") from None
+    return zarr
+
+
+def is_zarr(path: Any) -> bool:
+    """Whether ``path`` names a zarr store: it ends in ``.zarr`` (whether or not it exists yet)
+    or is an existing directory (which :func:`open_zarr` then has to be able to open)."""
+    name = os.fspath(path)
+    return suffix(name.rstrip("/" + os.sep) or name) == ZARR_SUFFIX or os.path.isdir(name)
+
+
+def open_zarr(path: Any, key: str | None = None) -> Any:
+    """The zarr array stored at ``path`` (a directory), or the array ``key`` of the group there,
+    opened read-only: nothing is read but its metadata."""
+    zarr = zarr_module()
+    name = os.fspath(path)
+    if not os.path.isdir(name):
+        raise FileFormatError(f"{name}: no such zarr store (a directory)" if not os.path.exists(name) else
+                              f"{name} is not a directory: a zarr store is one")
+    try:
+        node = zarr.open(store=name, mode="r", path=key or "")
+    except (OSError, ValueError, KeyError, TypeError) as err:  # zarr's errors are ValueErrors or OSErrors
+        what = f"{name} (array {key!r})" if key else name
+        raise FileFormatError(f"{what} is not a readable zarr array: {err}") from None
+    if isinstance(node, zarr.Group):
+        arrays = sorted(node.array_keys())
+        raise FileFormatError(f"{name}{'/' + key if key else ''} is a zarr group holding the arrays {arrays}: "
+                              "choose one with --key")
+    return node
+
+
+def check_zarr_target(path: Any) -> None:
+    """An existing output store is replaced only if it is a zarr array: anything else at that
+    path (a file, a group of other arrays, a directory of the user's) is not avgpool's to remove."""
+    name = os.fspath(path)
+    if not os.path.lexists(name):
+        return
+    zarr = zarr_module()
+    if os.path.isdir(name) and not os.path.islink(name) and not os.listdir(name):
+        return  # an empty directory, made for the output: nothing to lose
+    if os.path.isdir(name):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            if isinstance(zarr.open(store=name, mode="r"), zarr.Array):
+                return
+    raise FileFormatError(f"{name} exists and is not a zarr array store: avgpool replaces only a zarr array; "
+                          "remove it or choose another output")
+
+
+def create_zarr(directory: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype) -> Any:
+    """A new zarr array in ``directory`` (a :func:`replacing_directory`), default compression."""
+    zarr = zarr_module()
+    try:
+        return zarr.create_array(store=directory, shape=shape, chunks=chunks, dtype=dtype)
+    except (TypeError, ValueError) as err:  # e.g. a dtype zarr has no data type for (bfloat16)
+        raise FileFormatError(f"zarr cannot store this output ({'x'.join(map(str, shape))} {dtype}): {err}") from None
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C is held off while the block runs (in the main thread, where Python handles it):
+    swapping a finished store in and removing the old one is short, and cut short it would
+    leave both or neither under the target's name. The result is then complete, so a Ctrl-C
+    that came during the swap is too late to stop it and is dropped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # ignored already, or a handler Python does not know
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def replacing_directory(path: Any) -> Iterator[str]:
+    """A new directory (a zarr store) that becomes ``path`` only when the block completes.
+
+    The block writes into a temporary directory beside the target (the same file system, so the
+    renames are atomic). Then, if the target exists, it is renamed aside, the new directory is
+    renamed in and the old one removed. On any exception (a full disk, KeyboardInterrupt) the
+    temporary directory is removed and the target is left as it was; an OSError becomes a
+    FileFormatError naming the target. Whoever writes into the directory must have stopped
+    when the block ends (also when it raises): nothing may recreate files in it after removal.
+    """
+    target = os.path.realpath(os.fspath(path))
+    directory, name = os.path.split(target)
+    stem = os.path.join(directory, f".{name[:100]}.{secrets.token_hex(8)}")  # hidden, ours, within NAME_MAX
+    temporary, aside = stem + ".partial", stem + ".old"
+    try:
+        os.mkdir(temporary)
+        yield temporary
+        with _interrupts_held():
+            replaced = os.path.lexists(target)
+            if replaced:
+                os.rename(target, aside)
+            try:
+                os.rename(temporary, target)
+            except BaseException:
+                if replaced:
+                    os.rename(aside, target)
+                raise
+            if replaced:
+                try:
+                    shutil.rmtree(aside)
+                except OSError as err:
+                    raise FileFormatError(f"{os.fspath(path)} is written, but its previous version could not be "
+                                          f"removed from {aside}: {err.strerror or err}") from None
+    except BaseException as err:
+        shutil.rmtree(temporary, ignore_errors=True)
+        if isinstance(err, OSError):  # its file name would be the temporary one's
+            raise FileFormatError(f"{os.fspath(path)}: cannot write: {err.strerror or err}") from None
+        raise
