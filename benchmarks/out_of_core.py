@@ -1,0 +1,271 @@
+"""avgpool.dask out of core: a zarr array larger than the memory a job may use, pooled to a new store.
+
+Run on demand (not a test)::
+
+    .venv/bin/python benchmarks/out_of_core.py                       # 1x6x16384x16384 float32 (6 GiB), 2 runs
+    .venv/bin/python benchmarks/out_of_core.py --size 4096 --runs 1  # a small smoke run (384 MiB)
+    .venv/bin/python benchmarks/out_of_core.py --clean               # ... and delete --dir afterwards
+
+It creates (if missing) ``<dir>/src.zarr``: float32, shape 1 x C x S x S, chunks 1 x 1 x 2048 x 2048,
+no compression, filled chunk by chunk with seeded random values (never the whole array in memory).
+Then it runs each job in a fresh Python process (peak RSS per job from ``os.wait4``; the
+process's whole wall time, and the job's own time from building the graph to the end of
+``to_zarr``), alternating, ``--runs`` times:
+
+- ``floor``: ``da.from_zarr(src)[:, :, ::2, ::2].to_zarr(...)``, the I/O floor (read everything,
+  write a quarter; output chunks 1024 x 1024, as avgpool's);
+- ``avgpool``: ``avgpool.dask.average_pool(da.from_zarr(src), [3, 3], strides=[2, 2],
+  pads=[1, 1, 1, 1]).to_zarr(...)``,
+
+both with the threaded scheduler (``--threads``, default 2) and uncompressed output stores.
+The targets: avgpool's peak RSS under 1.5 GB, its wall time within 1.5x the floor's.
+The output stores are deleted (and the file system synced) before each job, so that no job
+pays for writing back another's output. The page cache cannot be dropped here, so each job
+gets the source cached instead: the script reads the source's files before each job (unless
+``--cold``: then a job may find the source evicted by other processes' I/O) and prints how
+much of it is resident when the job starts (``fincore``).
+
+Finally it checks three windows of the last avgpool output bit for bit against
+``avgpool.average_pool`` of the corresponding input region computed in numpy: the top-left corner
+(512 x 512 outputs, the whole array's padding), an interior window across chunk seams and the
+bottom-right corner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CHUNK = 2048
+KERNEL, STRIDE, PADS = [3, 3], [2, 2], [1, 1, 1, 1]
+
+
+# ----------------------------------------------------------------------------------------- jobs
+# Each runs in its own process (python out_of_core.py --job NAME ...) and prints one JSON line.
+
+def job_create(src: Path, channels: int, size: int) -> dict:
+    import numpy as np
+    import zarr
+
+    arr = zarr.create_array(store=str(src), shape=(1, channels, size, size), chunks=(1, 1, CHUNK, CHUNK),
+                            dtype="float32", compressors=None, fill_value=0.0, overwrite=True)
+    for c in range(channels):
+        for i in range(0, size, CHUNK):
+            for j in range(0, size, CHUNK):
+                rng = np.random.default_rng([c, i // CHUNK, j // CHUNK])
+                h, w = min(CHUNK, size - i), min(CHUNK, size - j)
+                arr[0, c, i:i + h, j:j + w] = rng.random((h, w), dtype=np.float32)
+    return {}
+
+
+def _lazy(name: str, src: Path):
+    import dask.array as da
+
+    x = da.from_zarr(str(src))
+    if name == "floor":
+        return x[:, :, ::2, ::2]
+    import avgpool.dask
+
+    return avgpool.dask.average_pool(x, KERNEL, strides=STRIDE, pads=PADS)
+
+
+def job_write(name: str, src: Path, dst: Path, threads: int) -> dict:
+    import dask
+
+    with dask.config.set(scheduler="threads", num_workers=threads):
+        t0 = time.perf_counter()
+        lazy = _lazy(name, src)
+        lazy.to_zarr(str(dst), compressors=None)
+        seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "chunks": [len(c) for c in lazy.chunks], "out_chunk": [c[0] for c in lazy.chunks],
+            "tasks": len(lazy.__dask_graph__())}
+
+
+def job_verify(src: Path, dst: Path) -> dict:
+    import numpy as np
+    import zarr
+
+    import avgpool
+
+    x = zarr.open_array(str(src), mode="r")
+    y = zarr.open_array(str(dst), mode="r")
+    size = x.shape[-1]
+    out = y.shape[-1]
+    checks = []
+    # output window [a, b) x [c, d) reads input rows 2a-1 .. 2(b-1)+1: the whole array's pad only at index -1
+    half, quarter = out // 2, out // 4  # multiples of 1024 for sizes of 8192 and more: chunk seams
+    for a, b, c, d in [(0, 512, 0, 512), (half - 50, half + 50, quarter - 50, quarter + 50),
+                       (out - 512, out, out - 512, out)]:
+        r0, r1, c0, c1 = 2 * a - 1, 2 * (b - 1) + 2, 2 * c - 1, 2 * (d - 1) + 2
+        pads = [int(r0 < 0), int(c0 < 0), int(r1 > size), int(c1 > size)]
+        region = x[:, :, max(r0, 0):min(r1, size), max(c0, 0):min(c1, size)]
+        expected = avgpool.average_pool(region, KERNEL, strides=STRIDE, pads=pads)
+        got = y[:, :, a:b, c:d]
+        checks.append({"outputs": [[a, b], [c, d]], "pads": pads, "shape": list(got.shape),
+                       "bit_identical": bool(expected.shape == got.shape
+                                             and np.array_equal(expected.view(np.uint32), got.view(np.uint32)))})
+    return {"checks": checks, "out_shape": list(y.shape), "out_chunks": list(y.chunks)}
+
+
+# ---------------------------------------------------------------------------------------- driver
+
+def run_child(args: list[str]) -> dict:
+    """Run ``python this_file ARGS`` and return its JSON line with the process's wall time and peak RSS."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"job {args} failed with exit status {proc.returncode}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result.update(wall=wall, peak_rss=usage.ru_maxrss * 1024, user=usage.ru_utime, sys=usage.ru_stime)
+    return result
+
+
+def resident_bytes(store: Path) -> int | None:
+    """How many bytes of the store's chunk files are in the page cache (fincore), or None."""
+    files = [str(p) for p in store.rglob("*") if p.is_file()]
+    if not files or shutil.which("fincore") is None:
+        return None
+    total = 0
+    for i in range(0, len(files), 256):
+        done = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *files[i:i + 256]],
+                              check=False, capture_output=True, text=True)
+        total += sum(int(v) for v in done.stdout.split())
+    return total
+
+
+def warm(store: Path) -> None:
+    """Read every file of the store once (into the page cache, if memory allows)."""
+    buffer = bytearray(1 << 24)
+    for path in store.rglob("*"):
+        if path.is_file():
+            with open(path, "rb", buffering=0) as f:
+                while f.readinto(buffer):
+                    pass
+
+
+def store_bytes(store: Path) -> int:
+    return sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
+
+
+def source_state() -> str:
+    """The git commit of the avgpool being measured, and whether its src/ has uncommitted changes."""
+    import avgpool
+
+    root = Path(avgpool.__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"], check=True,
+                               capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "not a git checkout"
+    return f"git {head}{' + uncommitted src/ changes' if dirty else ''}"
+
+
+def gb(n: float) -> str:
+    return f"{n / 1e9:.2f} GB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/avgpool-ooc"), help="where the stores go")
+    parser.add_argument("--size", type=int, default=16384, help="H = W of the source (default 16384)")
+    parser.add_argument("--channels", type=int, default=6, help="C of the source (default 6)")
+    parser.add_argument("--runs", type=int, default=2, help="runs of each job, alternating (default 2)")
+    parser.add_argument("--threads", type=int, default=2, help="threads of the threaded scheduler (default 2)")
+    parser.add_argument("--cold", action="store_true",
+                        help="do not read the source into the page cache before each job")
+    parser.add_argument("--clean", action="store_true", help="delete --dir at the end")
+    parser.add_argument("--job", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    src = args.dir / f"src-{args.channels}x{args.size}.zarr"
+    if args.job:
+        dst = args.dir / f"out-{args.job}.zarr"
+        if args.job == "create":
+            result = job_create(src, args.channels, args.size)
+        elif args.job == "verify":
+            result = job_verify(src, args.dir / "out-avgpool.zarr")
+        else:
+            result = job_write(args.job, src, dst, args.threads)
+        print(json.dumps(result))
+        return 0
+
+    import dask
+    import numpy as np
+    import zarr
+
+    args.dir.mkdir(parents=True, exist_ok=True)
+    nbytes = args.channels * args.size * args.size * 4
+    print(f"# numpy {np.__version__}, dask {dask.__version__}, zarr {zarr.__version__}; {os.cpu_count()} CPUs; "
+          f"avgpool {source_state()}; threaded scheduler, {args.threads} threads; load average {os.getloadavg()[0]:.2f}")
+    if not (src / "zarr.json").exists() or store_bytes(src) < nbytes:
+        print(f"creating {src}: float32 1x{args.channels}x{args.size}x{args.size} ({nbytes / 2**30:.2f} GiB), "
+              f"chunks 1x1x{CHUNK}x{CHUNK}, uncompressed ...", flush=True)
+        r = run_child(["--job", "create", "--dir", str(args.dir), "--size", str(args.size),
+                       "--channels", str(args.channels)])
+        print(f"  created in {r['wall']:.1f} s, peak RSS {gb(r['peak_rss'])}")
+    print(f"source {src}: {gb(store_bytes(src))} on disk", flush=True)
+
+    rows = []
+    for run in range(1, args.runs + 1):
+        for name in ("floor", "avgpool"):
+            dst = args.dir / f"out-{name}.zarr"
+            shutil.rmtree(dst, ignore_errors=True)
+            os.sync()
+            if not args.cold:
+                warm(src)
+            cached = resident_bytes(src)
+            r = run_child(["--job", name, "--dir", str(args.dir), "--size", str(args.size),
+                           "--channels", str(args.channels), "--threads", str(args.threads)])
+            r.update(run=run, job=name, cached=cached, load=os.getloadavg()[0])
+            rows.append(r)
+            print(f"run {run} {name:<8} job {r['seconds']:7.2f} s  process {r['wall']:7.2f} s  "
+                  f"peak RSS {gb(r['peak_rss'])}  cpu {r['user'] + r['sys']:6.1f} s  "
+                  f"tasks {r['tasks']}  source cached {'?' if cached is None else gb(cached)}  "
+                  f"load {r['load']:.2f}", flush=True)
+
+    print()
+    print("| run | job | job s | process s | peak RSS | user+sys s | source in page cache |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        cached = "?" if r["cached"] is None else f"{r['cached'] / store_bytes(src):.0%}"
+        print(f"| {r['run']} | {r['job']} | {r['seconds']:.2f} | {r['wall']:.2f} | {gb(r['peak_rss'])} "
+              f"| {r['user'] + r['sys']:.1f} | {cached} |")
+    print()
+    ok = True
+    for run in range(1, args.runs + 1):
+        a = next(r for r in rows if r["run"] == run and r["job"] == "floor")
+        b = next(r for r in rows if r["run"] == run and r["job"] == "avgpool")
+        ratio, pratio = b["seconds"] / a["seconds"], b["wall"] / a["wall"]
+        rss_ok, time_ok = b["peak_rss"] < 1.5e9, ratio <= 1.5
+        ok &= rss_ok and time_ok
+        print(f"run {run}: avgpool/floor job time {ratio:.2f} (process {pratio:.2f}) [target <= 1.5: "
+              f"{'met' if time_ok else 'MISSED'}]; avgpool peak RSS {gb(b['peak_rss'])} [target < 1.5 GB: "
+              f"{'met' if rss_ok else 'MISSED'}]")
+
+    v = run_child(["--job", "verify", "--dir", str(args.dir), "--size", str(args.size),
+                   "--channels", str(args.channels)])
+    print(f"\nverify: output {v['out_shape']} in chunks {v['out_chunks']}")
+    for c in v["checks"]:
+        print(f"  outputs {c['outputs']} (region pads {c['pads']}, {c['shape']}): "
+              f"{'bit-identical' if c['bit_identical'] else 'DIFFERENT'} to avgpool.average_pool in numpy")
+        ok &= c["bit_identical"]
+    if args.clean:
+        shutil.rmtree(args.dir)
+        print(f"deleted {args.dir}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
