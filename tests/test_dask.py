@@ -175,3 +175,14 @@ def test_local_cluster_two_processes_same_bits():
                                          pads=[2, 2, 2, 2], count_include_pad=1)
         result = client.compute(lazy).result()
     assert same_bits(result, whole)
+
+
+def test_big_endian_input():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 2, 20, 20)).astype(">f4")
+    whole = avgpool.average_pool(x, [5, 5], pads=[2, 2, 2, 2])
+    lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 1, 7, 6)), [5, 5], pads=[2, 2, 2, 2])
+    assert same_bits(lazy.compute(), whole)
+    q = rng.integers(0, 255, (1, 2, 9, 9)).astype(np.uint8)
+    assert same_bits(avgpool_dask.qlinear_average_pool(da.from_array(q, chunks=4), 0.1, 3, 0.2, 1, [3, 3]).compute(),
+                     avgpool.qlinear_average_pool(q, 0.1, 3, 0.2, 1, [3, 3]))

@@ -47,7 +47,9 @@ _PEAK = textwrap.dedent("""
     attrs = dict(kernel_shape=kernel, pads=pads, layout=layout, count_include_pad=True)
     spec = onnx_dialect.make_spec(22, shape if layout == "NCX" else (shape[0], shape[-1], *shape[1:-1]), kernel,
                                   pads=pads, count_include_pad=True)
-    exact = engine.prepare(spec, shape, np.dtype(np.float32), Layout[layout]).kernel is running.pool_slabs_exact
+    prepared = engine.prepare(spec, shape, np.dtype(np.float32), Layout[layout])
+    tiled = getattr(prepared, "tiling", None)  # a very long axis: pooled tile by tile (avgpool.tiles)
+    exact = tiled.exact if tiled is not None else prepared.kernel is running.pool_slabs_exact
     # another exact call first: the kernels loaded, the helper threads up
     nd = len(shape) - 2
     small = (2, 3) + (9,) * nd if layout == "NCX" else (2,) + (9,) * nd + (3,)
@@ -113,9 +115,19 @@ def test_peak_memory_of_a_large_exact_call_is_its_input_and_output(shape, kernel
 
 def test_a_long_1d_line_is_summed_in_chunks():
     # one line of 4M values: its integer copy and sums took 64 MiB (16 bytes per value); since,
-    # three chunks of 4096 int64s. (The first call's peak is the window tables', 48 bytes per
-    # output, which the engine builds: not measured here.)
+    # three chunks of 4096 int64s, or tiles of 64K outputs
     report = _peak((1, 1, 1 << 22), [9], [4, 4], "NCX")
+    _check_kernel_call(report)
+
+
+def test_a_very_long_axis_makes_its_window_tables_per_tile():
+    # 1 x 1 x 32M: the whole axis's window tables (48 bytes per output, with the plans and their
+    # temporaries about 200) took 3.4 GiB beside 256 MiB of input and output; since, the tables
+    # of one tile of 64K outputs at a time (engine.LONG_AXIS_OUTPUTS, avgpool.tiles.TiledPool)
+    report = _peak((1, 1, 1 << 25), [9], [4, 4], "NCX")
+    in_out = report["x"] + report["y"]
+    assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
+        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
     _check_kernel_call(report)
 
 

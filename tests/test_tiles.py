@@ -198,3 +198,79 @@ def test_qlinear_tiles_are_the_whole_bit_for_bit(seed):
         assert same_bits(tiled, whole), (x.dtype, x.shape, attributes)
         checked += 1
     assert checked > 40
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """engine.prepare tiles every axis of more than 8 outputs, in tiles of 5."""
+    from avgpool import engine
+
+    engine.prepare.cache_clear()
+    avgpool.api._CALLS.clear()
+    monkeypatch.setattr(engine, "LONG_AXIS_OUTPUTS", 8)
+    monkeypatch.setattr(engine, "TILE_OUTPUTS", 5)
+    yield
+    engine.prepare.cache_clear()
+    avgpool.api._CALLS.clear()
+
+
+def test_long_axes_pooled_tile_by_tile_give_the_same_bits(small_tiles, monkeypatch):
+    from avgpool import engine
+
+    rng = np.random.default_rng(42)
+    checked = 0
+    for _ in range(60):
+        x, attrs = float_case(rng)
+        try:
+            prepared = engine.prepare(*_spec_of(x, attrs))
+        except avgpool.AvgPoolError:
+            continue
+        if not isinstance(prepared, tiles.TiledPool):
+            continue
+        tiled = prepared(x)
+        with monkeypatch.context() as m:
+            m.setattr(engine, "LONG_AXIS_OUTPUTS", 1 << 40)
+            whole = engine.prepare.__wrapped__(*_spec_of(x, attrs))(x)
+        assert same_bits(tiled, whole), (x.dtype, x.shape, attrs)
+        out = np.full_like(whole, 5)
+        assert prepared(x, out) is out and same_bits(out, whole)
+        checked += 1
+    assert checked > 15
+
+
+def _spec_of(x: np.ndarray, attrs: dict) -> tuple:
+    t = float_tiling(x, attrs)
+    return t.spec, x.shape, x.dtype, t.layout
+
+
+def test_tiled_pool_takes_the_outs_numpy_users_pass(small_tiles, tmp_path):
+    x = np.random.default_rng(1).standard_normal((2, 3, 300)).astype(np.float32)
+    x[1, 2, 150] = np.nan  # that slab goes by the float64 sums, in every tile
+    expected = avgpool.average_pool(x.astype(np.float64), [9], pads=[4, 4]).astype(np.float32)
+    got = avgpool.average_pool(x, [9], pads=[4, 4])
+    np.testing.assert_array_max_ulp(got, expected, maxulp=1)
+    mapped = np.lib.format.open_memmap(tmp_path / "y.npy", mode="w+", dtype=np.float32, shape=got.shape)
+    assert avgpool.average_pool(x, [9], pads=[4, 4], out=mapped) is mapped
+    assert same_bits(np.asarray(mapped), got)
+    shared = x.copy()
+    assert same_bits(avgpool.average_pool(shared, [9], pads=[4, 4], out=shared), got)  # out is the input
+    with pytest.raises(avgpool.AvgPoolError, match="out"):
+        avgpool.average_pool(x, [9], pads=[4, 4], out=np.empty((2, 3, 299), np.float32))
+
+
+def test_total_taps_counts_every_window():
+    from avgpool.plan import axis_plan, total_taps
+    from avgpool.shape import AxisGeometry
+
+    rng = np.random.default_rng(9)
+    for _ in range(400):
+        length, kernel, stride, dilation = (int(rng.integers(1, 40)), int(rng.integers(1, 12)),
+                                            int(rng.integers(1, 5)), int(rng.integers(1, 4)))
+        pad_begin, pad_end = int(rng.integers(-3, 30)), int(rng.integers(0, 30))
+        extent = (kernel - 1) * dilation + 1
+        out = (length + pad_begin + pad_end - extent) // stride + 1
+        if out <= 0:
+            continue
+        g = AxisGeometry(length, kernel, stride, dilation, pad_begin, pad_end, out)
+        expected = int(axis_plan(g, avgpool.spec.Divisor.VALID_TAPS, True).count.sum())
+        assert total_taps(g, piece=int(rng.integers(1, 8))) == expected, g

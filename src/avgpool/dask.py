@@ -93,11 +93,13 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
 
 
 def _as_dask(x: Any) -> da.Array:
-    if isinstance(x, da.Array):
-        return x
+    """``x`` as a dask array of native byte order (zarr v2 stores hold big-endian ones; the
+    kernels read native numbers)."""
     if isinstance(x, np.ndarray):
-        return da.from_array(x)
-    raise AvgPoolError(f"avgpool.dask takes a dask.array.Array (or a numpy array), got {type(x).__name__}")
+        x = da.from_array(x)
+    if not isinstance(x, da.Array):
+        raise AvgPoolError(f"avgpool.dask takes a dask.array.Array (or a numpy array), got {type(x).__name__}")
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
 
 
 def _shape_only(x: da.Array) -> np.ndarray:
@@ -187,7 +189,7 @@ def _pooled(x: da.Array, tiling: Any, pool: Callable, extra: da.Array | None) ->
     out_ranges: list[list[tuple[int, int]]] = [[(0, n)] for n in x.shape]  # placeholders for N and C
     chunks = list(x.chunks)
     for i, axis in enumerate(spatial):
-        out_ranges[axis] = output_chunks(tiling.plans[i].geometry, x.chunks[axis])
+        out_ranges[axis] = output_chunks(tiling.axes[i], x.chunks[axis])
         chunks[axis] = tuple(b - a for a, b in out_ranges[axis]) or (0,)
     token = tokenize(x, tiling.out_shape, pool, extra)
     name, cut_name = f"avgpool-{token}", f"avgpool-cut-{token}"

@@ -67,6 +67,13 @@ EXACT_RUNNING_MIN_KERNEL = 5
 # what the check has just read (a whole 2 MiB piece at once cost 5-10% more, measured)
 EXACT_GROUP_BYTES = 1 << 18
 
+# An axis with more outputs than this is pooled in tiles of TILE_OUTPUTS outputs along it
+# (avgpool.tiles, the same bits): the window tables take 48 bytes per output along each axis,
+# with the plans and temporaries 200: 3.4 GiB more than a 1 x 1 x 32M input and its output.
+# Tiled, 1x1x16M k2 s2 took 0.15 s against 1.1 s for the tables alone.
+LONG_AXIS_OUTPUTS = 1 << 18
+TILE_OUTPUTS = 1 << 16
+
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -188,24 +195,27 @@ class BoundedCache:
         self._memo.clear()
 
 
-def block_size(plan: AxisPlan, inner: int) -> int:
-    """The block size of an axis's block partial sums (its kernel), or 0 for direct sums.
-    ``inner``: the values after the axis in a slab (1: the axis is contiguous)."""
-    g = plan.geometry
+def block_size(geometry: AxisGeometry, taps: int, inner: int) -> int:
+    """The block size of an axis's block partial sums (its kernel), or 0 for direct sums, for an
+    axis whose windows hold ``taps`` valid taps in all. ``inner``: the values after the axis
+    in a slab (1: the axis is contiguous)."""
+    g = geometry
     crossover = BLOCK_SUMS_MIN_KERNEL if inner > 1 else CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL
-    return g.kernel if g.kernel >= crossover and int(plan.count.sum()) > 3 * g.length else 0
+    return g.kernel if g.kernel >= crossover and taps > 3 * g.length else 0
+
+
+def block_sizes(geometry: tuple[AxisGeometry, ...], taps: list[int], channels: int) -> tuple[int, ...]:
+    """:func:`block_size` of every axis of a slab with ``channels`` values per position."""
+    lengths = [g.length for g in geometry]
+    return tuple(block_size(g, n, channels * math.prod(lengths[axis + 1:]))
+                 for axis, (g, n) in enumerate(zip(geometry, taps)))
 
 
 def is_global(plans: tuple[AxisPlan, ...]) -> bool:
-    """One window per axis covering the whole input: pooled as one plain sum per slab."""
+    """One window per axis covering the whole input: pooled as one plain sum per slab. (The
+    plans of the first output of each axis are enough.)"""
     return all(p.geometry.out == 1 and p.geometry.length > 0 and p.count[0] == p.geometry.length and p.first[0] == 0
                for p in plans)
-
-
-def block_sizes(plans: tuple[AxisPlan, ...], channels: int) -> tuple[int, ...]:
-    """:func:`block_size` of every axis of a slab with ``channels`` values per position."""
-    lengths = [p.geometry.length for p in plans]
-    return tuple(block_size(p, channels * math.prod(lengths[axis + 1:])) for axis, p in enumerate(plans))
 
 
 @BoundedCache
@@ -214,7 +224,8 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
     # the plans are an intermediate, cached here with the tables (and bounded with them): not
     # in make_plan's own cache, which is bounded by count only
     plans = getattr(make_plan, "__wrapped__", make_plan)(spec, spatial_shape)
-    return tables_from_plans(plans, channels, block_sizes(plans, channels), is_global(plans))
+    blocks = block_sizes(tuple(p.geometry for p in plans), [int(p.count.sum()) for p in plans], channels)
+    return tables_from_plans(plans, channels, blocks, is_global(plans))
 
 
 def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...],
@@ -440,6 +451,10 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
     dtype = np.dtype(dtype)
     spatial_shape = spatial_shape_of(shape, layout)
+    if max(g.out for g in resolve(spec, spatial_shape)) > LONG_AXIS_OUTPUTS:
+        from .tiles import tiled_pool
+
+        return tiled_pool(spec, shape, dtype, layout, TILE_OUTPUTS)
     channels = 1 if layout is Layout.NCX else shape[-1]
     t = kernel_tables(spec, spatial_shape, channels)
     running = running_plan(spec, spatial_shape, channels, layout, t) if dtype == np.float32 else None

@@ -27,26 +27,30 @@ class AxisPlan:
     divisor: np.ndarray  # float64, this axis's factor of the divisor
 
 
-def _tap_range(geometry: AxisGeometry, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per output: the first tap index j0 and the count of taps lying in [low, high)."""
+def _tap_range(geometry: AxisGeometry, low: int, high: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per output ``start..stop``: the first tap index j0 and the count of taps lying in [low, high)."""
     g = geometry
-    start = np.arange(g.out, dtype=np.int64) * g.stride - g.pad_begin
+    begin = np.arange(start, stop, dtype=np.int64) * g.stride - g.pad_begin
     d = g.dilation
-    j0 = np.maximum(0, -((start - low) // d))  # ceil((low - start) / d), at least 0
-    j1 = np.minimum(g.kernel - 1, (high - 1 - start) // d)  # last tap index inside
+    j0 = np.maximum(0, -((begin - low) // d))  # ceil((low - begin) / d), at least 0
+    j1 = np.minimum(g.kernel - 1, (high - 1 - begin) // d)  # last tap index inside
     return j0, np.maximum(0, j1 - j0 + 1)
 
 
-def _axis_plan(geometry: AxisGeometry, divisor_rule: Divisor, any_pad: bool) -> AxisPlan:
+def axis_plan(geometry: AxisGeometry, divisor_rule: Divisor, any_pad: bool, start: int = 0,
+              stop: int | None = None) -> AxisPlan:
+    """The windows of outputs ``start..stop`` of one axis (all by default): a tile of a long axis
+    needs only its own (:mod:`avgpool.tiles`)."""
     g = geometry
-    j0, count = _tap_range(g, 0, g.length)
-    first = np.arange(g.out, dtype=np.int64) * g.stride - g.pad_begin + j0 * g.dilation
+    stop = g.out if stop is None else stop
+    j0, count = _tap_range(g, 0, g.length, start, stop)
+    first = np.arange(start, stop, dtype=np.int64) * g.stride - g.pad_begin + j0 * g.dilation
     first = np.where(count > 0, first, 0)
     full = divisor_rule is Divisor.FULL_KERNEL or (divisor_rule is Divisor.FULL_KERNEL_IF_PADDED and any_pad)
     if full:
-        divisor = np.full(g.out, float(g.kernel))
+        divisor = np.full(stop - start, float(g.kernel))
     elif divisor_rule is Divisor.PADDED_TAPS:
-        divisor = _tap_range(g, -g.pad_begin, g.length + g.pad_end)[1].astype(np.float64)
+        divisor = _tap_range(g, -g.pad_begin, g.length + g.pad_end, start, stop)[1].astype(np.float64)
     else:
         divisor = count.astype(np.float64)
     for table in (first, count, divisor):
@@ -54,10 +58,30 @@ def _axis_plan(geometry: AxisGeometry, divisor_rule: Divisor, any_pad: bool) -> 
     return AxisPlan(g, first, count, divisor)
 
 
+def total_taps(geometry: AxisGeometry, piece: int = 1 << 20) -> int:
+    """The valid taps of all windows of an axis: ``kernel`` for each window wholly inside the
+    input, the others counted ``piece`` at a time among those that reach into it (padding
+    however absurd costs nothing: windows wholly in it hold no tap)."""
+    g = geometry
+    touching = (max(0, (g.pad_begin - g.extent) // g.stride + 1), min(g.out, -(-(g.length + g.pad_begin) // g.stride)))
+    inner = (max(touching[0], -(-g.pad_begin // g.stride)),
+             min(touching[1], (g.length + g.pad_begin - g.extent) // g.stride + 1))
+    if inner[1] <= inner[0]:
+        inner = (touching[0], touching[0])
+    edges = [(touching[0], inner[0]), (inner[1], max(inner[1], touching[1]))]
+    counted = sum(int(_tap_range(g, 0, g.length, a, min(a + piece, stop))[1].sum())
+                  for start, stop in edges for a in range(start, stop, piece))
+    return (inner[1] - inner[0]) * g.kernel + counted
+
+
+def any_pad(geometry: tuple[AxisGeometry, ...]) -> bool:
+    """Whether some axis is padded (OpenVINO's exclude_pad=false divisor depends on it)."""
+    return any(g.pad_begin or g.pad_end for g in geometry)
+
+
 @functools.lru_cache(maxsize=512)
 def make_plan(spec: PoolSpec, spatial_shape: tuple[int, ...]) -> tuple[AxisPlan, ...]:
     """The window tables of every spatial axis; cached because real models call the same node
     shape again and again."""
     geometry = resolve(spec, spatial_shape)
-    any_pad = any(g.pad_begin or g.pad_end for g in geometry)
-    return tuple(_axis_plan(g, spec.divisor, any_pad) for g in geometry)
+    return tuple(axis_plan(g, spec.divisor, any_pad(geometry)) for g in geometry)

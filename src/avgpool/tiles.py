@@ -22,28 +22,33 @@ input takes it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import engine, qlinear_engine
 from .dialects import qlinear as qlinear_dialect
-from .plan import AxisPlan, make_plan
+from .inputs import check_out
+from .plan import AxisPlan, any_pad, axis_plan, total_taps
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 
 Ranges = tuple[tuple[int, int], ...]
+#: Plans and prepared pools of inner tiles a Tiling keeps (the tiles of one shape share one).
+_INNER_TILES = 64
 
 
-def cut_plan(plan: AxisPlan, start: int, stop: int, align: int = 1, min_length: int = 1) -> tuple[AxisPlan, int]:
-    """The windows of outputs ``start..stop`` of one axis over the input they read: their plan
-    in the tile's coordinates and the first input index of the tile's region (a multiple of
-    ``align`` below the first tap read; the region ends after the last tap read, and holds at
-    least ``min_length`` values where the axis has them). Windows with no valid tap read nothing
-    (a tile of only such windows reads values that are never summed)."""
+def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1) -> tuple[AxisPlan, int]:
+    """Outputs ``start..start + n`` of one axis over the input they read, from ``plan``, their
+    windows in the whole axis's coordinates (:func:`avgpool.plan.axis_plan` of that range):
+    their plan in the tile's coordinates and the first input index of the tile's region (a
+    multiple of ``align`` below the first tap read; the region ends after the last tap read, and
+    holds at least ``min_length`` values where the axis has them). Windows with no valid tap read
+    nothing (a tile of only such windows reads values that are never summed)."""
     g = plan.geometry
-    first, count = plan.first[start:stop], plan.count[start:stop]
+    first, count = plan.first, plan.count
     valid = count > 0
     if valid.any():
         lo = int(first[valid].min())
@@ -55,28 +60,33 @@ def cut_plan(plan: AxisPlan, start: int, stop: int, align: int = 1, min_length: 
         hi = min(g.length, lo + min_length)
         lo = max(0, min(lo, hi - min_length))
     lo -= lo % align
-    out = stop - start
+    out = len(count)
     pad_begin = g.pad_begin + lo - start * g.stride
     geometry = AxisGeometry(hi - lo, g.kernel, g.stride, g.dilation, pad_begin,
                             (out - 1) * g.stride + g.extent - (hi - lo) - pad_begin, out)
-    local = np.where(valid, first - lo, 0)
-    return AxisPlan(geometry, local, count.copy(), plan.divisor[start:stop].copy()), lo
+    return AxisPlan(geometry, np.where(valid, first - lo, 0), count, plan.divisor), lo
 
 
 @dataclass(frozen=True, eq=False)
 class Tiling:
-    """One float operator on one whole input (spec, shape, dtype, layout): what its tiles share."""
+    """One float operator on one whole input (spec, shape, dtype, layout): what its tiles share.
+    It holds no window tables: each tile makes its own, so that a tile of a very long axis
+    costs memory in proportion to the tile."""
 
     spec: PoolSpec
     shape: tuple[int, ...]
     dtype: np.dtype
     layout: Layout
     out_shape: tuple[int, ...]
-    plans: tuple[AxisPlan, ...]
+    axes: tuple[AxisGeometry, ...]  # every spatial axis, its pads resolved
     blocks: tuple[int, ...]  # block partial sums per axis (0: direct sums), as the whole input has them
     global_window: bool
     exact: bool  # float32 windows go by the exact running sums where a slab's values allow
     headroom: int  # the exact sums' bit budget (engine.headroom)
+    # tiles whose windows all lie inside the input, by their shape relative to their region:
+    # such tiles have the same tables (their plan, and their prepared pools per input shape),
+    # made once (a 64K-output tile's tables cost 30 times its kernel)
+    _inner_tiles: dict = field(default_factory=dict, repr=False)
 
     @property
     def spatial_axes(self) -> tuple[int, ...]:
@@ -85,16 +95,35 @@ class Tiling:
 
     def input_range(self, axis: int, start: int, stop: int) -> tuple[int, int]:
         """The input indices ``[a, b)`` along spatial ``axis`` that outputs ``start..stop`` read."""
-        plan, lo = self._cut(axis, start, stop)
+        plan, lo, _ = self._cut(axis, start, stop)
         return lo, lo + plan.geometry.length
 
-    def _cut(self, axis: int, start: int, stop: int) -> tuple[AxisPlan, int]:
+    def _cut(self, axis: int, start: int, stop: int) -> tuple[AxisPlan, int, tuple | None]:
+        """The tile's plan along ``axis``, its region's start, and for a tile whose windows all
+        lie inside the input a key that every tile with the same plan shares (else None)."""
         # Regions start at a block boundary of the whole axis (the same blocks), and hold two
         # values at least: the kernels sum a window's taps in an order that depends on whether
         # the rows they sum along an axis are single values (the later axes' lengths times the
         # channels are 1), so a tile must have single-value rows exactly where the whole has.
-        plan = self.plans[axis]
-        return cut_plan(plan, start, stop, max(1, self.blocks[axis] * plan.geometry.dilation), 2)
+        g = self.axes[axis]
+        align = max(1, self.blocks[axis] * g.dilation)
+        lo, hi = start * g.stride - g.pad_begin, (stop - 1) * g.stride - g.pad_begin + g.extent
+        key = None
+        if 0 <= lo and hi <= g.length and hi - lo >= 2:  # every window whole: its divisor is the kernel
+            aligned = lo - lo % align
+            key = ("plan", axis, stop - start, lo - aligned, hi - aligned)
+            found = self._inner_tiles.get(key)
+            if found is not None:
+                return found, aligned, key
+        plan, lo = cut_plan(axis_plan(g, self.spec.divisor, any_pad(self.axes), start, stop), start, align, 2)
+        if key is not None:
+            self._remember(key, plan)
+        return plan, lo, key
+
+    def _remember(self, key: tuple, value: Any) -> None:
+        if len(self._inner_tiles) >= _INNER_TILES:
+            self._inner_tiles.clear()
+        self._inner_tiles[key] = value
 
     def pool(self, x: np.ndarray, outputs: Ranges, exact_slabs: np.ndarray | None = None) -> np.ndarray:
         """Outputs ``outputs`` (a ``(start, stop)`` per spatial axis) of the whole operator, from
@@ -103,38 +132,51 @@ class Tiling:
         slab of ``x`` (N x C in NCX, N in NXC), whether the values of the whole slab allow the
         exact sums (:func:`exact_allowed`); None when ``x`` holds whole slabs, which then decide
         for themselves."""
-        plans = tuple(self._cut(axis, start, stop)[0] for axis, (start, stop) in enumerate(outputs))
         if self.layout is Layout.NXC and x.shape[-1] == 1 and self.shape[-1] > 1:
             # one channel of many: pooled as two (see _cut), the copy's outputs dropped
             return self.pool(np.concatenate([x, x], axis=-1), outputs, exact_slabs)[..., :1]
-        expected = tuple(p.geometry.length for p in plans)
-        if spatial_shape_of(x.shape, self.layout) != expected:
-            raise ValueError(f"tile input has spatial shape {spatial_shape_of(x.shape, self.layout)}, "
-                             f"expected {expected} for outputs {outputs}")
-        channels = 1 if self.layout is Layout.NCX else x.shape[-1]
-        tables = engine.tables_from_plans(plans, channels, self.blocks, self.global_window)
-        out_shape = list(x.shape)
-        for array_axis, p in zip(self.spatial_axes, plans):
-            out_shape[array_axis] = p.geometry.out
-        out_shape = tuple(out_shape)
+        exact, plain = self._prepared(outputs, x.shape)
         x = np.ascontiguousarray(x)
-        if not (self.exact and self.dtype == np.float32):
-            return engine.prepare_tables(out_shape, x.shape, self.dtype, self.layout, tables, None)(x)
-        running = engine.running_plan_for(tuple(p.geometry for p in plans), channels, self.layout, tables)
-        exact = engine.prepare_tables(out_shape, x.shape, self.dtype, self.layout, tables, running)
+        if exact is None:
+            return plain(x)
         if exact_slabs is None:
             return exact(x)
         exact_slabs = np.asarray(exact_slabs, bool).reshape(-1)
         if exact_slabs.all():  # each slab of the tile passes the check too: its values are some of the slab's
             return exact(x)
-        plain = engine.prepare_tables(out_shape, x.shape, self.dtype, self.layout, tables, None)
         if not exact_slabs.any():
             return plain(x)
         result = exact(x)
-        slabs_first = self._slabs_view
         chosen = ~exact_slabs
-        slabs_first(result)[chosen] = slabs_first(plain(x))[chosen]
+        self._slabs_view(result)[chosen] = self._slabs_view(plain(x))[chosen]
         return result
+
+    def _prepared(self, outputs: Ranges, shape: tuple[int, ...]) -> tuple[Any, Any]:
+        """The tile's pools: by the exact sums (None unless :attr:`exact`) and by the float64 ones."""
+        cuts = [self._cut(axis, start, stop) for axis, (start, stop) in enumerate(outputs)]
+        key = ("pools", tuple(c[2] for c in cuts), shape) if all(c[2] is not None for c in cuts) else None
+        found = self._inner_tiles.get(key) if key is not None else None
+        if found is not None:
+            return found
+        plans = tuple(c[0] for c in cuts)
+        expected = tuple(p.geometry.length for p in plans)
+        if spatial_shape_of(shape, self.layout) != expected:
+            raise ValueError(f"tile input has spatial shape {spatial_shape_of(shape, self.layout)}, "
+                             f"expected {expected} for outputs {outputs}")
+        channels = 1 if self.layout is Layout.NCX else shape[-1]
+        tables = engine.tables_from_plans(plans, channels, self.blocks, self.global_window)
+        out_shape = list(shape)
+        for array_axis, p in zip(self.spatial_axes, plans):
+            out_shape[array_axis] = p.geometry.out
+        out_shape = tuple(out_shape)
+        plain = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, None)
+        exact = None
+        if self.exact:
+            running = engine.running_plan_for(tuple(p.geometry for p in plans), channels, self.layout, tables)
+            exact = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, running)
+        if key is not None:
+            self._remember(key, (exact, plain))
+        return exact, plain
 
     def _slabs_view(self, array: np.ndarray) -> np.ndarray:
         """``array`` with its slabs along the first axis."""
@@ -145,13 +187,14 @@ class Tiling:
 def tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> Tiling:
     """The :class:`Tiling` of a validated spec on a whole input of ``shape``."""
     dtype = np.dtype(dtype)
-    spatial = spatial_shape_of(shape, layout)
-    plans = make_plan(spec, spatial)
+    geometry = resolve(spec, spatial_shape_of(shape, layout))
     channels = 1 if layout is Layout.NCX else shape[-1]
-    geometry = resolve(spec, spatial)
+    blocks = engine.block_sizes(geometry, [total_taps(g) for g in geometry], channels)
+    first_windows = tuple(axis_plan(g, spec.divisor, any_pad(geometry), 0, min(1, g.out)) for g in geometry)
+    global_window = all(g.out > 0 for g in geometry) and engine.is_global(first_windows)
     exact = dtype == np.float32 and engine.uses_running(geometry, layout)
-    return Tiling(spec, tuple(shape), dtype, layout, infer_output_shape(spec, shape, layout), plans,
-                  engine.block_sizes(plans, channels), engine.is_global(plans), exact, engine.headroom(geometry))
+    return Tiling(spec, tuple(shape), dtype, layout, infer_output_shape(spec, shape, layout), geometry, blocks,
+                  global_window, exact, engine.headroom(geometry))
 
 
 def slab_bit_range(x: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +227,7 @@ class QLinearTiling:
     shape: tuple[int, ...]
     dtype: np.dtype
     out_shape: tuple[int, ...]
-    plans: tuple[AxisPlan, ...]
+    axes: tuple[AxisGeometry, ...]  # onnxruntime's geometry, canonical (explicit pads, floor rounding)
 
     @property
     def layout(self) -> Layout:
@@ -198,9 +241,13 @@ class QLinearTiling:
         """The input indices ``[a, b)`` along spatial ``axis`` that outputs ``start..stop`` read
         (the global path reads the whole axis)."""
         if self.geometry.global_path:
-            return 0, self.plans[axis].geometry.length
-        plan, lo = cut_plan(self.plans[axis], start, stop)
+            return 0, self.axes[axis].length
+        plan, lo = self._cut(axis, start, stop)
         return lo, lo + plan.geometry.length
+
+    def _cut(self, axis: int, start: int, stop: int) -> tuple[AxisPlan, int]:
+        plan = axis_plan(self.axes[axis], self.geometry.spec.divisor, any_pad(self.axes), start, stop)
+        return cut_plan(plan, start)
 
     def pool(self, x: np.ndarray, outputs: Ranges, params: qlinear_dialect.QuantParams) -> np.ndarray:
         """Outputs ``outputs`` of the whole operator from ``x``, the region :meth:`input_range`
@@ -208,18 +255,80 @@ class QLinearTiling:
         x = np.ascontiguousarray(x)
         if self.geometry.global_path:  # one window per plane: the tile is whole planes
             prepared = qlinear_engine.prepare(x.shape, self.dtype, *self.attributes)
-            return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
-        cut = tuple(cut_plan(p, a, b) for p, (a, b) in zip(self.plans, outputs))
-        plans = tuple(p for p, _ in cut)
-        prepared = qlinear_engine.prepare_plans(x.shape, self.dtype, self.geometry, plans)
+        else:
+            plans = tuple(self._cut(axis, start, stop)[0] for axis, (start, stop) in enumerate(outputs))
+            prepared = qlinear_engine.prepare_plans(x.shape, self.dtype, self.geometry, plans)
         return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
 
 
 def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> QLinearTiling:
     """The :class:`QLinearTiling` of validated attributes on a whole input of ``shape``."""
-    prepared = qlinear_engine.prepare(tuple(shape), np.dtype(dtype), *attributes)
-    geometry = prepared.geometry
-    spatial = spatial_shape_of(shape, geometry.layout)
-    return QLinearTiling(geometry, attributes, tuple(shape), np.dtype(dtype), prepared.out_shape,
-                         make_plan(geometry.spec, spatial))
+    qlinear_dialect.check_dtype(np.dtype(dtype))
+    geometry = qlinear_dialect.make_geometry(tuple(shape), *attributes)
+    axes = resolve(geometry.spec, spatial_shape_of(shape, geometry.layout))
+    return QLinearTiling(geometry, attributes, tuple(shape), np.dtype(dtype),
+                         infer_output_shape(geometry.spec, shape, geometry.layout), axes)
 
+
+@dataclass(frozen=True, eq=False)
+class TiledPool:
+    """The whole operator pooled tile by tile (:func:`avgpool.engine.prepare` for inputs with a
+    very long axis): the window tables of a tile take memory in proportion to the tile, where
+    the whole axis's would take 48 bytes per output (3.4 GiB more than a 1 x 1 x 32M input and
+    its output). The same interface as :class:`avgpool.engine.PreparedPool`."""
+
+    tiling: Tiling
+    tile_outputs: int  # outputs per tile along each axis
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        return self.tiling.out_shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.tiling.dtype
+
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(self.out_shape, self.dtype)
+        check_out(out, self.out_shape, self.dtype)
+        target = out.view(np.ndarray)
+        if np.may_share_memory(target, x):
+            target = np.empty(self.out_shape, self.dtype)
+        exact = self._exact_slabs(x) if self.tiling.exact else None
+        spatial = self.tiling.spatial_axes
+        take = [slice(None)] * x.ndim
+        put = [slice(None)] * x.ndim
+        ranges = [[(a, min(a + self.tile_outputs, g.out)) for a in range(0, g.out, self.tile_outputs)]
+                  for g in self.tiling.axes]
+        for outputs in itertools.product(*ranges):
+            for i, (axis, (start, stop)) in enumerate(zip(spatial, outputs)):
+                take[axis] = slice(*self.tiling.input_range(i, start, stop))
+                put[axis] = slice(start, stop)
+            target[tuple(put)] = self.tiling.pool(x[tuple(take)], outputs, exact)
+        if target is not out.view(np.ndarray) and not np.shares_memory(target, out):
+            out[...] = target
+        return out
+
+    def _exact_slabs(self, x: np.ndarray) -> np.ndarray:
+        """The exact sums' check on every whole slab, reduced piece by piece along the longest
+        spatial axis (a whole-input temporary would double the memory)."""
+        axis = max(self.tiling.spatial_axes, key=lambda a: x.shape[a])
+        index = [slice(None)] * x.ndim
+        top = bottom = None
+        for start in range(0, max(1, x.shape[axis]), _CHECK_PIECE):
+            index[axis] = slice(start, start + _CHECK_PIECE)
+            piece_top, piece_bottom = slab_bit_range(x[tuple(index)], self.tiling.layout)
+            top = piece_top if top is None else np.maximum(top, piece_top)
+            bottom = piece_bottom if bottom is None else np.minimum(bottom, piece_bottom)
+        return exact_allowed(top, bottom, self.tiling.headroom)
+
+
+#: Positions along an axis reduced at a time by :meth:`TiledPool._exact_slabs`.
+_CHECK_PIECE = 1 << 16
+
+
+def tiled_pool(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
+               tile_outputs: int) -> TiledPool:
+    """A :class:`TiledPool` whose tiles take at most ``tile_outputs`` outputs along each axis."""
+    return TiledPool(tiling(spec, shape, dtype, layout), tile_outputs)
