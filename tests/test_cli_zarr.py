@@ -163,10 +163,11 @@ def test_openvino_where_it_is_some_onnx_pooling(tmp_path, x):
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...], expected, strict=True)
 
 
-def test_openvino_where_no_onnx_pooling_is_it_is_refused(tmp_path, x, capsys):
-    # rounding_type ceil: the last window starts in the end padding, which ONNX's ceil_mode drops
+def test_openvino_with_empty_windows_is_refused(tmp_path, x, capsys):
+    # rounding_type ceil: the last window starts in the end padding and holds no input value, which
+    # OpenVINO writes as a signed zero after the engine (avgpool.empty_windows): not on the chunked path
     fails(capsys, ["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "--dialect", "openvino", "-k", "2,2", "-s",
-                   "3,3", "--pads-end", "1,1", "--rounding-type", "ceil"], "--dialect openvino", "no ONNX AveragePool")
+                   "3,3", "--pads-end", "1,1", "--rounding-type", "ceil"], "--dialect openvino", "no input value")
     assert listing(tmp_path) == ["x.zarr"]
 
 

@@ -456,18 +456,11 @@ def _checked_chunks(chunks: Any, ndim: int) -> Any:
     return chunks
 
 
-def _onnx_equivalent(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtype) -> dict[str, Any]:
-    """ONNX AveragePool attributes whose windows and divisors are exactly those of dialect ``name``
-    on an input of ``shape``, validated by that dialect's own rules first.
-
-    avgpool.dask computes ONNX AveragePool only, but the engine sees nothing of a dialect beyond
-    its window tables (:func:`avgpool.plan.make_plan`: geometry, taps and divisors per axis): equal
-    tables give the same bits. The ONNX candidates take the dialect's resolved pads explicitly,
-    and each rounding and divisor rule ONNX has; none matching means the dialect does something
-    ONNX cannot (a ceil window starting in the end padding, a full-kernel divisor of a window that
-    overhangs the padding), and the zarr path is refused."""
+def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, Any]:
+    """The canonical spec and layout of dialect ``name`` (openvino, onednn) on an input of
+    ``shape``, validated and translated by that dialect's own rules, for avgpool.dask.pool_spec:
+    the engine sees nothing of a dialect beyond its spec."""
     from .dialect_registry import _load
-    from .dialects import onnx as onnx_dialect
     from .errors import error_context
     from .plan import make_plan
     from .shape import spatial_shape_of
@@ -504,28 +497,12 @@ def _onnx_equivalent(name: str, s: Settings, shape: tuple[int, ...], dtype: np.d
             spec = dialect.make_spec(shape, layout, list(s.kernel), strides=s.ones(s.strides), pads_begin=list(begin),
                                      pads_end=list(end), exclude_pad=not s.include_pad, rounding_type=s.rounding,
                                      auto_pad="None" if auto_pad == "NOTSET" else auto_pad)
-    spatial = spatial_shape_of(shape, layout)
-    plans = make_plan(spec, spatial)
-    # OpenVINO's empty windows are oneDNN's signed zeros (avgpool.empty_windows), which the ONNX graph
-    # does not write: such a configuration stays with OpenVINO's own function
-    empty = name == "openvino" and any(not p.count.all() for p in plans)
-    geometry = [p.geometry for p in plans]
-    pads = [g.pad_begin for g in geometry] + [g.pad_end for g in geometry]
-    for ceil_mode, count_include_pad in itertools.product((False, True), (False, True)):
-        attributes = {"kernel_shape": list(spec.kernel), "strides": list(spec.strides), "pads": pads,
-                      "ceil_mode": ceil_mode, "count_include_pad": count_include_pad,
-                      "dilations": list(spec.dilations)}
-        try:
-            candidate = make_plan(onnx_dialect.make_spec(22, (1, 1, *spatial), **attributes), spatial)
-        except AvgPoolError:
-            continue
-        if not empty and all(a.geometry == b.geometry and np.array_equal(a.first, b.first)
-                             and np.array_equal(a.count, b.count) and np.array_equal(a.divisor, b.divisor)
-                             for a, b in zip(plans, candidate)):
-            return {**attributes, "opset": 22, "layout": layout.value}
-    raise UsageError(f"--dialect {name} with these attributes has windows or divisors that no ONNX AveragePool has "
-                     "on this input, and only ONNX AveragePool and QLinearAveragePool have a chunked path for zarr "
-                     "stores: pool a .npy file instead")
+    if name == "openvino" and any(not p.count.all() for p in make_plan(spec, spatial_shape_of(shape, layout))):
+        # OpenVINO's empty windows are oneDNN's signed zeros, written after the engine
+        # (avgpool.empty_windows), which the chunked path does not do
+        raise UsageError("--dialect openvino with these attributes has windows with no input value, which only "
+                         "OpenVINO's whole-array function writes as it does: pool a .npy file instead")
+    return spec, layout
 
 
 def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:
@@ -544,8 +521,8 @@ def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: An
                                          auto_pad=s.auto_pad, ceil_mode=s.ceil, count_include_pad=s.include_pad,
                                          dilations=s.dilations, opset=s.opset,
                                          layout="NXC" if s.channels_last else "NCX")
-    attributes = _onnx_equivalent(args.dialect, s, x.shape, x.dtype)
-    return avgpool_dask.average_pool(x, attributes.pop("kernel_shape"), **attributes)
+    spec, layout = _dialect_spec(args.dialect, s, x.shape, x.dtype)
+    return avgpool_dask.pool_spec(x, spec, layout)
 
 
 def _regular(y: Any) -> Any:

@@ -47,7 +47,7 @@ from .errors import AvgPoolError, error_context
 from .shape import AxisGeometry
 from .spec import Layout, PoolSpec
 
-__all__ = ["average_pool", "qlinear_average_pool"]
+__all__ = ["average_pool", "pool_spec", "qlinear_average_pool"]
 
 
 def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
@@ -65,11 +65,18 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
                                           pads=pads, auto_pad=auto_pad, ceil_mode=ceil_mode,
                                           count_include_pad=count_include_pad, dilations=dilations, opset=opset,
                                           layout=layout)
-        t = _float_tiling(spec, x.shape, x.dtype, layout_)  # the output shape: errors here too
-    if not t.exact:
-        return _pooled(x, t, functools.partial(_float_tile, spec, x.shape, x.dtype, layout_), None)
-    flags = _exact_slabs(x, layout_, t.headroom)
-    return _pooled(x, t, functools.partial(_float_tile, spec, x.shape, x.dtype, layout_), flags)
+        return pool_spec(x, spec, layout_)  # the output shape: its errors are labelled too
+
+
+def pool_spec(x: da.Array, spec: PoolSpec, layout: Layout) -> da.Array:
+    """A canonical spec (:class:`avgpool.spec.PoolSpec`, as a dialect validates and translates
+    its attributes for ``x``'s shape) applied to a float Dask array of a dtype that dialect
+    accepts, lazily: the chunked path of every dialect that translates into one (the CLI's
+    OpenVINO and oneDNN); bit for bit what :func:`avgpool.engine.prepare` gives on the whole array."""
+    x = _as_dask(x)
+    t = _float_tiling(spec, x.shape, x.dtype, layout)
+    flags = _exact_slabs(x, layout, t.headroom) if t.exact else None
+    return _pooled(x, t, functools.partial(_float_tiling, spec, x.shape, x.dtype, layout), _float_call, flags)
 
 
 def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
@@ -89,7 +96,8 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     # validated: the same values in hashable form, which the tasks name their operator by
     attributes = (tuple(map(int, kernel_shape)), _ints(strides), _ints(pads), str(auto_pad), bool(ceil_mode),
                   bool(count_include_pad), bool(channels_last))
-    return _pooled(x, t, functools.partial(_qlinear_tile, x.shape, x.dtype, attributes, params), None)
+    return _pooled(x, t, functools.partial(_qlinear_tiling, x.shape, x.dtype, *attributes),
+                   functools.partial(_qlinear_call, params), None)
 
 
 def _as_dask(x: Any) -> da.Array:
@@ -115,18 +123,24 @@ def _ints(values: Sequence[int] | None) -> tuple[int, ...] | None:
 
 # Each task names its operator by its spec (a few integers) and rebuilds the window plans on the
 # worker, once per process: a task carrying them would ship the plans of the whole axes with every tile.
-_float_tiling = functools.lru_cache(maxsize=16)(tiles.tiling)
-_qlinear_tiling = functools.lru_cache(maxsize=16)(tiles.qlinear_tiling)
+@functools.lru_cache(maxsize=16)
+def _float_tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> tiles.Tiling:
+    return tiles.tiling(spec, shape, dtype, layout)
 
 
-def _float_tile(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout, region: np.ndarray,
-                outputs: tiles.Ranges, exact: np.ndarray | None) -> np.ndarray:
-    return _float_tiling(spec, shape, dtype, layout).pool(region, outputs, exact)
+@functools.lru_cache(maxsize=16)
+def _qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> tiles.QLinearTiling:
+    return tiles.qlinear_tiling(shape, dtype, *attributes)
 
 
-def _qlinear_tile(shape: tuple[int, ...], dtype: np.dtype, attributes: tuple, params: Any, region: np.ndarray,
-                  outputs: tiles.Ranges, _: None) -> np.ndarray:
-    return _qlinear_tiling(shape, dtype, *attributes).pool(region, outputs, params)
+def _float_call(t: tiles.Tiling, region: np.ndarray, outputs: tiles.Ranges, exact: np.ndarray | None,
+                starts: tuple[int, ...] | None) -> np.ndarray:
+    return t.pool(region, outputs, exact, starts)
+
+
+def _qlinear_call(params: Any, t: tiles.QLinearTiling, region: np.ndarray, outputs: tiles.Ranges, _: None,
+                  starts: tuple[int, ...] | None) -> np.ndarray:
+    return t.pool(region, outputs, params, starts)
 
 
 def _magnitude(block: np.ndarray) -> np.ndarray:
@@ -149,9 +163,10 @@ def _exact_slabs(x: da.Array, layout: Layout, headroom: int) -> da.Array:
     return da.map_blocks(tiles.exact_allowed, top, bottom, headroom, dtype=bool, meta=np.empty((0,) * top.ndim, bool))
 
 
-def output_chunks(geometry: AxisGeometry, input_chunks: tuple[int, ...]) -> list[tuple[int, int]]:
+def output_chunks(geometry: AxisGeometry, input_chunks: tuple[int, ...]) -> list[tuple[int, int, int]]:
     """The output ranges of one pooled axis, one per input chunk that holds the centre of some
-    window (clamped to the input), in order: the output's chunks follow the input's."""
+    window (clamped to the input), in order, each with that chunk's index: the output's chunks
+    follow the input's."""
     if geometry.out == 0:
         return []
     bounds = np.cumsum(input_chunks)
@@ -160,7 +175,7 @@ def output_chunks(geometry: AxisGeometry, input_chunks: tuple[int, ...]) -> list
     chunk = np.searchsorted(bounds, centre, side="right")
     starts = np.flatnonzero(np.diff(chunk, prepend=-1))
     stops = np.append(starts[1:], geometry.out)
-    return [(int(a), int(b)) for a, b in zip(starts, stops)]
+    return [(int(a), int(b), int(chunk[a])) for a, b in zip(starts, stops)]
 
 
 def _pieces(chunks: tuple[int, ...], start: int, stop: int) -> list[tuple[int, slice]]:
@@ -179,33 +194,105 @@ def _cut(block: np.ndarray, index: tuple[slice, ...]) -> np.ndarray:
     return np.array(block[index])
 
 
-def _run_tile(pool: Callable, outputs: tiles.Ranges, pieces: list, extra: Any) -> np.ndarray:
-    return pool(concatenate3(pieces), outputs, extra)
+def _run_tile(tiling: Callable, call: Callable, outputs: tiles.Ranges, spans: list, homes: list, pieces: list,
+              extra: Any) -> np.ndarray:
+    """One output tile from the pieces of input it reads (``spans``: per array axis, each
+    piece's input range). The outputs whose windows lie in the tile's own input chunk (its
+    ``home`` along each pooled axis, held whole among the pieces) are pooled from that chunk as
+    it is; the few others (along the chunk's edges) from the pieces, put together: no copy of
+    the chunk (a 16 MiB copy per 2048 x 2048 float32 tile cost more than its pooling)."""
+    t = tiling()
+    spatial = t.spatial_axes
+    inner = []  # per pooled axis: the outputs whose windows lie in the home chunk
+    for i, (start, stop) in enumerate(outputs):
+        inner.append((start, start) if homes[i] is None else t.inner_outputs(i, start, stop, homes[i]))
+    if any(a == b for a, b in inner):  # the tile is one piece of work: put together
+        return call(t, concatenate3(pieces), outputs, extra, None)
+    # the inner block, and around it the edges peeled one axis at a time: along axis i, the
+    # outputs before and after the inner ones, inner along the axes before i, whole along the
+    # axes after it (2 x ndim + 1 parts at most, each edge one strip)
+    combos = [tuple((r, homes[i]) for i, r in enumerate(inner))]
+    for i, (start, stop) in enumerate(outputs):
+        for edge in ((start, inner[i][0]), (inner[i][1], stop)):
+            if edge[1] > edge[0]:
+                combos.append(tuple((inner[j], None) if j < i else (edge, None) if j == i else (outputs[j], None)
+                                    for j in range(len(outputs))))
+    out = None
+    for combo in combos:
+        sub_outputs = tuple(r for r, _ in combo)
+        if all(h is not None for _, h in combo):
+            region = _select(pieces, [[j for j, span in enumerate(spans[axis]) if axis not in spatial
+                                       or span == combo[spatial.index(axis)][1]] for axis in range(len(spans))])
+            result = call(t, region, sub_outputs, extra, tuple(h[0] for _, h in combo))
+        else:
+            wanted = [None] * len(spans)
+            for i, axis in enumerate(spatial):
+                wanted[axis] = t.input_range(i, *sub_outputs[i])
+            result = call(t, _gather(pieces, spans, wanted), sub_outputs, extra, None)
+        if out is None:
+            shape = list(result.shape)
+            for i, axis in enumerate(spatial):
+                shape[axis] = outputs[i][1] - outputs[i][0]
+            out = np.empty(shape, result.dtype)
+        index = [slice(None)] * out.ndim
+        for i, axis in enumerate(spatial):
+            index[axis] = slice(sub_outputs[i][0] - outputs[i][0], sub_outputs[i][1] - outputs[i][0])
+        out[tuple(index)] = result
+    return out
 
 
-def _pooled(x: da.Array, tiling: Any, pool: Callable, extra: da.Array | None) -> da.Array:
+def _select(pieces: list, chosen: list[list[int]]) -> np.ndarray:
+    """The one piece at the chosen index of every axis of the nested ``pieces``."""
+    piece = pieces
+    for indices in chosen:
+        piece = piece[indices[0]]
+    return piece
+
+
+def _gather(pieces: list, spans: list, wanted: list) -> np.ndarray:
+    """The input range ``wanted[axis]`` (None: all) put together from the nested ``pieces``."""
+    def nest(level: Any, axis: int, index: tuple) -> Any:
+        if axis == len(spans):
+            return level[index]
+        items = []
+        for piece, (lo, hi) in zip(level, spans[axis]):
+            a, b = wanted[axis] if wanted[axis] is not None else (lo, hi)
+            if min(b, hi) > max(a, lo):
+                items.append(nest(piece, axis + 1, index + (slice(max(a, lo) - lo, min(b, hi) - lo),)))
+        return items
+
+    return concatenate3(nest(pieces, 0, ()))
+
+
+def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extra: da.Array | None) -> da.Array:
     """The graph: per output tile, the pieces of input chunks its windows read, and the tile."""
     spatial = tiling.spatial_axes
-    out_ranges: list[list[tuple[int, int]]] = [[(0, n)] for n in x.shape]  # placeholders for N and C
+    out_ranges: list[list[tuple[int, int, int]]] = [[(0, n, 0)] for n in x.shape]  # placeholders for N and C
     chunks = list(x.chunks)
     for i, axis in enumerate(spatial):
         out_ranges[axis] = output_chunks(tiling.axes[i], x.chunks[axis])
-        chunks[axis] = tuple(b - a for a, b in out_ranges[axis]) or (0,)
-    token = tokenize(x, tiling.out_shape, pool, extra)
+        chunks[axis] = tuple(b - a for a, b, _ in out_ranges[axis]) or (0,)
+    token = tokenize(x, tiling.out_shape, get_tiling, call, extra)
     name, cut_name = f"avgpool-{token}", f"avgpool-cut-{token}"
-    if any(len(r) == 0 for r in (out_ranges[axis] for axis in spatial)) or 0 in x.shape:
+    if any(len(out_ranges[axis]) == 0 for axis in spatial) or 0 in x.shape:
         return da.empty(tiling.out_shape, dtype=x.dtype, chunks=tuple(chunks))
+    offsets = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in x.chunks]
     graph: dict = {}
     for block in itertools.product(*(range(len(c)) for c in chunks)):
-        outputs = tuple(out_ranges[axis][block[axis]] for axis in spatial)
-        per_axis = []
+        outputs = tuple(out_ranges[axis][block[axis]][:2] for axis in spatial)
+        per_axis, homes = [], []
         for axis in range(x.ndim):
             if axis in spatial:
                 i = spatial.index(axis)
                 per_axis.append(_pieces(x.chunks[axis], *tiling.input_range(i, *outputs[i])))
+                home = out_ranges[axis][block[axis]][2]
+                whole = any(j == home and s.stop - s.start == x.chunks[axis][j] for j, s in per_axis[-1])
+                homes.append((offsets[axis][home], offsets[axis][home + 1]) if whole else None)
             else:
                 size = x.chunks[axis][block[axis]]
                 per_axis.append([(block[axis], slice(0, size))])
+        spans = [[(offsets[axis][j] + s.start, offsets[axis][j] + s.stop) for j, s in per_axis[axis]]
+                 for axis in range(x.ndim)]
         keys = {}
         for combo in itertools.product(*per_axis):
             source = (x.name, *(index for index, _ in combo))
@@ -222,7 +309,7 @@ def _pooled(x: da.Array, tiling: Any, pool: Callable, extra: da.Array | None) ->
         extra_key = None
         if extra is not None:
             extra_key = (extra.name, block[0], block[1]) if tiling.layout is Layout.NCX else (extra.name, block[0])
-        graph[(name, *block)] = (_run_tile, pool, outputs, nested, extra_key)
+        graph[(name, *block)] = (_run_tile, get_tiling, call, outputs, spans, homes, nested, extra_key)
     dependencies = [x] if extra is None else [x, extra]
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=dependencies)
     return da.Array(hlg, name, tuple(chunks), meta=np.empty((0,) * x.ndim, x.dtype))

@@ -36,35 +36,53 @@ from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 
 Ranges = tuple[tuple[int, int], ...]
-#: Plans and prepared pools of inner tiles a Tiling keeps (the tiles of one shape share one).
-_INNER_TILES = 64
+#: Plans and prepared pools of tiles a Tiling keeps (the tiles of one shape share them).
+_INNER_TILES = 256
+#: Other cuts of at most this many outputs (a chunk's edges, the tiles along the input's border)
+#: are recognised by their plan, a key of 24 bytes per output.
+_KEYED_CUT = 4096
 
 
-def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1) -> tuple[AxisPlan, int]:
+def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1,
+             region: tuple[int, int] | None = None) -> tuple[AxisPlan, int]:
     """Outputs ``start..start + n`` of one axis over the input they read, from ``plan``, their
     windows in the whole axis's coordinates (:func:`avgpool.plan.axis_plan` of that range):
     their plan in the tile's coordinates and the first input index of the tile's region (a
     multiple of ``align`` below the first tap read; the region ends after the last tap read, and
-    holds at least ``min_length`` values where the axis has them). Windows with no valid tap read
-    nothing (a tile of only such windows reads values that are never summed)."""
+    holds at least ``min_length`` values where the axis has them), or the given ``region``
+    (which holds those taps: :meth:`Tiling.inner_outputs`). Windows with no valid tap read nothing (a tile
+    of only such windows reads values that are never summed)."""
     g = plan.geometry
     first, count = plan.first, plan.count
     valid = count > 0
-    if valid.any():
+    if region is not None:
+        lo, hi = region
+    elif valid.any():
         lo = int(first[valid].min())
         hi = int((first + (count - 1) * g.dilation)[valid].max()) + 1
     else:
         lo = min(max(0, start * g.stride - g.pad_begin), max(0, g.length - 1))
         hi = min(lo + 1, g.length)
-    if hi - lo < min_length:
-        hi = min(g.length, lo + min_length)
-        lo = max(0, min(lo, hi - min_length))
-    lo -= lo % align
+    if region is None:
+        if hi - lo < min_length:
+            hi = min(g.length, lo + min_length)
+            lo = max(0, min(lo, hi - min_length))
+        lo -= lo % align
     out = len(count)
     pad_begin = g.pad_begin + lo - start * g.stride
     geometry = AxisGeometry(hi - lo, g.kernel, g.stride, g.dilation, pad_begin,
                             (out - 1) * g.stride + g.extent - (hi - lo) - pad_begin, out)
     return AxisPlan(geometry, np.where(valid, first - lo, 0), count, plan.divisor), lo
+
+
+def _inside(plan: AxisPlan, start: int, region: tuple[int, int]) -> tuple[int, int]:
+    """The longest run of the windows of ``plan`` (outputs from ``start``) that have taps, all
+    inside ``region``: windows move one way as outputs grow, so those are one run."""
+    last = plan.first + (plan.count - 1) * plan.geometry.dilation
+    inside = np.flatnonzero((plan.count > 0) & (plan.first >= region[0]) & (last < region[1]))
+    if not inside.size or inside[-1] - inside[0] + 1 != inside.size:
+        return start, start
+    return start + int(inside[0]), start + int(inside[-1]) + 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,9 +116,22 @@ class Tiling:
         plan, lo, _ = self._cut(axis, start, stop)
         return lo, lo + plan.geometry.length
 
-    def _cut(self, axis: int, start: int, stop: int) -> tuple[AxisPlan, int, tuple | None]:
+    def inner_outputs(self, axis: int, start: int, stop: int, region: tuple[int, int]) -> tuple[int, int]:
+        """The outputs of ``start..stop`` along ``axis`` that can be pooled from ``region`` of the
+        input (an input chunk: no copy), summed as the whole array sums them: those whose taps it
+        holds, if it starts on a block boundary and holds two values at least, like every tile's
+        region (see :meth:`_cut`). An empty range where none can."""
+        g = self.axes[axis]
+        lo, hi = region
+        if lo % max(1, self.blocks[axis] * g.dilation) or hi - lo < min(2, g.length):
+            return start, start
+        return _inside(axis_plan(g, self.spec.divisor, False, start, stop), start, region)
+
+    def _cut(self, axis: int, start: int, stop: int,
+             region: tuple[int, int] | None = None) -> tuple[AxisPlan, int, tuple | None]:
         """The tile's plan along ``axis``, its region's start, and for a tile whose windows all
-        lie inside the input a key that every tile with the same plan shares (else None)."""
+        lie inside the input a key that every tile with the same plan shares (else None). The
+        region is the one :meth:`input_range` gives, or ``region`` (see :meth:`inner_outputs`)."""
         # Regions start at a block boundary of the whole axis (the same blocks), and hold two
         # values at least: the kernels sum a window's taps in an order that depends on whether
         # the rows they sum along an axis are single values (the later axes' lengths times the
@@ -110,14 +141,17 @@ class Tiling:
         lo, hi = start * g.stride - g.pad_begin, (stop - 1) * g.stride - g.pad_begin + g.extent
         key = None
         if 0 <= lo and hi <= g.length and hi - lo >= 2:  # every window whole: its divisor is the kernel
-            aligned = lo - lo % align
-            key = ("plan", axis, stop - start, lo - aligned, hi - aligned)
+            first, last = region if region is not None else (lo - lo % align, hi)
+            key = ("plan", axis, stop - start, lo - first, last - first)
             found = self._inner_tiles.get(key)
             if found is not None:
-                return found, aligned, key
-        plan, lo = cut_plan(axis_plan(g, self.spec.divisor, any_pad(self.axes), start, stop), start, align, 2)
+                return found, first, key
+        plan, lo = cut_plan(axis_plan(g, self.spec.divisor, any_pad(self.axes), start, stop), start, align, 2,
+                            region)
         if key is not None:
             self._remember(key, plan)
+        elif stop - start <= _KEYED_CUT:  # a chunk's edges: the tiles of one shape have the same ones
+            key = ("edge", axis, plan.geometry, plan.first.tobytes(), plan.count.tobytes(), plan.divisor.tobytes())
         return plan, lo, key
 
     def _remember(self, key: tuple, value: Any) -> None:
@@ -125,17 +159,23 @@ class Tiling:
             self._inner_tiles.clear()
         self._inner_tiles[key] = value
 
-    def pool(self, x: np.ndarray, outputs: Ranges, exact_slabs: np.ndarray | None = None) -> np.ndarray:
+    def pool(self, x: np.ndarray, outputs: Ranges, exact_slabs: np.ndarray | None = None,
+             starts: tuple[int, ...] | None = None) -> np.ndarray:
         """Outputs ``outputs`` (a ``(start, stop)`` per spatial axis) of the whole operator, from
         ``x``: the input region :meth:`input_range` gives along each spatial axis, with any part
-        of the batch and channel axes. ``exact_slabs`` (float32 with :attr:`exact` only): per
+        of the batch and channel axes; or a region starting at ``starts`` (one per spatial axis)
+        that holds their taps (:meth:`inner_outputs`). ``exact_slabs`` (float32 with :attr:`exact` only): per
         slab of ``x`` (N x C in NCX, N in NXC), whether the values of the whole slab allow the
         exact sums (:func:`exact_allowed`); None when ``x`` holds whole slabs, which then decide
         for themselves."""
         if self.layout is Layout.NXC and x.shape[-1] == 1 and self.shape[-1] > 1:
             # one channel of many: pooled as two (see _cut), the copy's outputs dropped
-            return self.pool(np.concatenate([x, x], axis=-1), outputs, exact_slabs)[..., :1]
-        exact, plain = self._prepared(outputs, x.shape)
+            return self.pool(np.concatenate([x, x], axis=-1), outputs, exact_slabs, starts)[..., :1]
+        regions = None
+        if starts is not None:
+            lengths = spatial_shape_of(x.shape, self.layout)
+            regions = tuple((a, a + n) for a, n in zip(starts, lengths))
+        exact, plain = self._prepared(outputs, x.shape, regions)
         x = np.ascontiguousarray(x)
         if exact is None:
             return plain(x)
@@ -151,9 +191,10 @@ class Tiling:
         self._slabs_view(result)[chosen] = self._slabs_view(plain(x))[chosen]
         return result
 
-    def _prepared(self, outputs: Ranges, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    def _prepared(self, outputs: Ranges, shape: tuple[int, ...],
+                  regions: Ranges | None = None) -> tuple[Any, Any]:
         """The tile's pools: by the exact sums (None unless :attr:`exact`) and by the float64 ones."""
-        cuts = [self._cut(axis, start, stop) for axis, (start, stop) in enumerate(outputs)]
+        cuts = [self._cut(axis, start, stop, regions and regions[axis]) for axis, (start, stop) in enumerate(outputs)]
         key = ("pools", tuple(c[2] for c in cuts), shape) if all(c[2] is not None for c in cuts) else None
         found = self._inner_tiles.get(key) if key is not None else None
         if found is not None:
@@ -245,18 +286,29 @@ class QLinearTiling:
         plan, lo = self._cut(axis, start, stop)
         return lo, lo + plan.geometry.length
 
-    def _cut(self, axis: int, start: int, stop: int) -> tuple[AxisPlan, int]:
-        plan = axis_plan(self.axes[axis], self.geometry.spec.divisor, any_pad(self.axes), start, stop)
-        return cut_plan(plan, start)
+    def inner_outputs(self, axis: int, start: int, stop: int, region: tuple[int, int]) -> tuple[int, int]:
+        """The outputs of ``start..stop`` along ``axis`` whose taps ``region`` holds (none for
+        the global path, which reads whole planes)."""
+        if self.geometry.global_path:
+            return start, start
+        return _inside(axis_plan(self.axes[axis], self.geometry.spec.divisor, False, start, stop), start, region)
 
-    def pool(self, x: np.ndarray, outputs: Ranges, params: qlinear_dialect.QuantParams) -> np.ndarray:
+    def _cut(self, axis: int, start: int, stop: int, region: tuple[int, int] | None = None) -> tuple[AxisPlan, int]:
+        plan = axis_plan(self.axes[axis], self.geometry.spec.divisor, any_pad(self.axes), start, stop)
+        return cut_plan(plan, start, region=region)
+
+    def pool(self, x: np.ndarray, outputs: Ranges, params: qlinear_dialect.QuantParams,
+             starts: tuple[int, ...] | None = None) -> np.ndarray:
         """Outputs ``outputs`` of the whole operator from ``x``, the region :meth:`input_range`
-        gives (any part of the batch and channel axes)."""
+        gives (any part of the batch and channel axes), or a region starting at ``starts`` that
+        holds their taps (:meth:`inner_outputs`)."""
         x = np.ascontiguousarray(x)
         if self.geometry.global_path:  # one window per plane: the tile is whole planes
             prepared = qlinear_engine.prepare(x.shape, self.dtype, *self.attributes)
         else:
-            plans = tuple(self._cut(axis, start, stop)[0] for axis, (start, stop) in enumerate(outputs))
+            lengths = spatial_shape_of(x.shape, self.layout)
+            plans = tuple(self._cut(axis, start, stop, None if starts is None else (starts[axis], starts[axis] + n))[0]
+                          for axis, ((start, stop), n) in enumerate(zip(outputs, lengths)))
             prepared = qlinear_engine.prepare_plans(x.shape, self.dtype, self.geometry, plans)
         return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
 
