@@ -143,23 +143,25 @@ def _qlinear_call(params: Any, t: tiles.QLinearTiling, region: np.ndarray, outpu
     return t.pool(region, outputs, params, starts)
 
 
-def _magnitude(block: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(block).view(np.uint32) & np.uint32(0x7FFFFFFF)
-
-
-def _magnitude_less_one(block: np.ndarray) -> np.ndarray:
-    return _magnitude(block) - np.uint32(1)  # zero wraps to the largest value: ignored by min
+def _slab_bits(block: np.ndarray, layout: Layout) -> np.ndarray:
+    """:func:`avgpool.tiles.slab_bit_range` of one chunk, (top, bottom) along a new last axis,
+    every reduced axis kept as a 1."""
+    stats = np.stack(tiles.slab_bit_range(block, layout), axis=-1)
+    return stats.reshape(stats.shape[:-1] + (1,) * (block.ndim + 1 - stats.ndim) + (2,))
 
 
 def _exact_slabs(x: da.Array, layout: Layout, headroom: int) -> da.Array:
     """Per slab (N x C in NCX, N in NXC), chunked like ``x``: whether the whole slab's values
     allow the exact sums (:func:`avgpool.tiles.exact_allowed`). Computed from a second reading
-    of the input (a clone of its graph), so that the tiles need not wait with every chunk held."""
+    of the input (a clone of its graph), so that the tiles need not wait with every chunk held;
+    one pass over each chunk, then a reduction of two numbers per slab and chunk."""
     source = clone(x, assume_layers=False)
-    axes = tuple(range(2, x.ndim)) if layout is Layout.NCX else tuple(range(1, x.ndim))
-    bits = np.empty((0,) * x.ndim, np.uint32)
-    top = source.map_blocks(_magnitude, dtype=np.uint32, meta=bits).max(axis=axes)
-    bottom = source.map_blocks(_magnitude_less_one, dtype=np.uint32, meta=bits).min(axis=axes)
+    kept = 2 if layout is Layout.NCX else 1
+    chunks = (*x.chunks[:kept], *(((1,) * len(c)) for c in x.chunks[kept:]), (2,))
+    stats = source.map_blocks(_slab_bits, layout, chunks=chunks, new_axis=x.ndim, dtype=np.uint32,
+                              meta=np.empty((0,) * (x.ndim + 1), np.uint32))
+    axes = tuple(range(kept, x.ndim))
+    top, bottom = stats[..., 0].max(axis=axes), stats[..., 1].min(axis=axes)
     return da.map_blocks(tiles.exact_allowed, top, bottom, headroom, dtype=bool, meta=np.empty((0,) * top.ndim, bool))
 
 

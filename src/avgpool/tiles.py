@@ -239,13 +239,16 @@ def tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layo
 
 
 def slab_bit_range(x: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
-    """Per slab of float32 ``x`` (N x C in NCX, N in NXC): the largest magnitude's bits and the
-    smallest nonzero magnitude's bits minus one (zero wraps to the largest uint32) — what the
-    exact kernel's check (:func:`.kernels.running.fixed_point_exponent`) reduces a slab to;
-    combine the tiles of a slab with max and min."""
-    magnitude = np.ascontiguousarray(x, np.float32).view(np.uint32) & np.uint32(0x7FFFFFFF)
+    """Per slab of float32 ``x`` (N x C in NCX, N in NXC): the bits of the largest magnitude
+    (NaN's if it holds one) and of the smallest nonzero one minus one — what the exact
+    kernel's check (:func:`.kernels.running.fixed_point_exponent`) reduces a slab to; combine
+    the tiles of a slab with max and min. (A slab of zeros gives Inf's bits minus one where the
+    kernel's wraps to 2**32 - 1: the same decision, as its largest magnitude is 0.)"""
+    magnitude = np.abs(np.asarray(x, np.float32))  # the bits of non-negative floats order as the floats
     axes = tuple(range(2, x.ndim)) if layout is Layout.NCX else tuple(range(1, x.ndim))
-    return magnitude.max(axis=axes, initial=0), (magnitude - np.uint32(1)).min(axis=axes, initial=0xFFFFFFFF)
+    top = magnitude.max(axis=axes, initial=0).view(np.uint32)
+    smallest = magnitude.min(axis=axes, where=magnitude > 0, initial=np.inf)
+    return top, smallest.view(np.uint32) - np.uint32(1)
 
 
 def exact_allowed(top: np.ndarray, bottom: np.ndarray, headroom: int) -> np.ndarray:
