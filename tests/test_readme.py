@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 
 def test_readme_api_example_runs(capsys):
     readme = (Path(__file__).parent.parent / "README.md").read_text()
@@ -10,3 +12,11 @@ def test_readme_api_example_runs(capsys):
     assert blocks, "the README has no python example"
     exec(compile(blocks[0], "README.md", "exec"), {})
     assert "has 2 spatial axes" in capsys.readouterr().out
+
+
+def test_readme_dask_example_runs(capsys):
+    pytest.importorskip("distributed")
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "avgpool.dask" in b)
+    exec(compile(block, "README.md", "exec"), {})
+    assert "{'band': 3, 'y': 256, 'x': 256} [0.5 2.  4. ]" in capsys.readouterr().out
