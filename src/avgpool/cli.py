@@ -231,19 +231,13 @@ def _dialect_label(name: str, settings: Settings) -> str:
 
 
 def command_shape(args: argparse.Namespace, stdout: TextIO) -> int:
-    settings = settings_from_args(args)
-    if args.dialect == "onnx":
-        shape = api.output_shape(args.input_shape, list(settings.kernel), strides=settings.strides,
-                                 pads=settings.onnx_pads(), auto_pad=settings.auto_pad, ceil_mode=settings.ceil,
-                                 dilations=settings.dilations, opset=settings.opset,
-                                 layout="NXC" if settings.channels_last else "NCX")
-    else:
-        spatial = _spatial(args.input_shape, settings.channels_last)
-        from .shape import resolve
+    from .shape import infer_output_shape
 
-        spec = DIALECTS[args.dialect].spec(settings, spatial)
-        shape = _output_shape(args.input_shape, [g.out for g in resolve(spec, spatial)], settings.channels_last)
-    print("x".join(map(str, shape)), file=stdout)
+    settings = settings_from_args(args)
+    _spatial(args.input_shape, settings.channels_last)  # a usage error before any dialect reads the shape
+    input_shape = tuple(args.input_shape)
+    spec = DIALECTS[args.dialect].input_spec(settings, input_shape)
+    print("x".join(map(str, infer_output_shape(spec, input_shape, settings.layout))), file=stdout)
     return 0
 
 
@@ -252,7 +246,7 @@ def command_explain(args: argparse.Namespace, stdout: TextIO) -> int:
 
     settings = settings_from_args(args)
     spatial = _spatial(args.input_shape, settings.channels_last)
-    spec = DIALECTS[args.dialect].spec(settings, spatial)
+    spec = DIALECTS[args.dialect].input_spec(settings, tuple(args.input_shape))
     axes = explain.describe(spec, spatial)
     output_shape = _output_shape(args.input_shape, [a.geometry.out for a in axes], settings.channels_last)
     label = _dialect_label(args.dialect, settings)
@@ -458,51 +452,33 @@ def _checked_chunks(chunks: Any, ndim: int) -> Any:
 
 def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, Any]:
     """The canonical spec and layout of dialect ``name`` (openvino, onednn) on an input of
-    ``shape``, validated and translated by that dialect's own rules, for avgpool.dask.pool_spec:
-    the engine sees nothing of a dialect beyond its spec."""
+    ``shape``, for avgpool.dask.pool_spec: the registry's, which is the dialect function's own
+    translation, refused with the function's messages. The engine sees nothing of a dialect beyond it."""
     from .dialect_registry import _load
     from .errors import error_context
     from .plan import make_plan
     from .shape import spatial_shape_of
-    from .spec import Layout
 
-    begin, end = s.begin_end()
-    auto_pad = normalise_auto_pad(s.auto_pad)
     if name == "openvino":
         from .dialects import openvino as dialect
 
         _load("avgpool.openvino", "avg_pool", "the OpenVINO dialect")
-        version = dialect.check_version(s.version)
-        label, allowed, allowed_text, layout = dialect.label(version), dialect.DTYPES, dialect.DTYPES_TEXT, Layout.NCX
+        label = dialect.label(dialect.check_version(s.version))
     else:
         from .dialects import onednn as dialect
 
         _load("avgpool.onednn", "avg_pool", "the oneDNN dialect")
-        label, allowed, allowed_text = dialect.LABEL, dialect.DTYPES, dialect.DTYPES_TEXT
-        layout = Layout.NXC if s.channels_last else Layout.NCX
+        label = dialect.LABEL
     with error_context(label):
-        if np.dtype(dtype) not in allowed:
-            raise AvgPoolError(f"the input has dtype {dtype}: it must be {allowed_text}")
-        # the spec exactly as the dialect's function builds it (dialect_registry._call_*), on the whole shape
-        if name == "openvino":
-            if s.channels_last:
-                raise AvgPoolError("OpenVINO AvgPool is NCX only: drop --layout NXC")
-            spec = dialect.make_spec(version, shape, list(s.kernel), exclude_pad=not s.include_pad,
-                                     strides=s.strides and list(s.strides), pads_begin=list(begin), pads_end=list(end),
-                                     rounding_type=s.rounding, auto_pad="explicit" if auto_pad == "NOTSET" else
-                                     auto_pad.lower(), dilations=s.dilations and list(s.dilations))
-        else:
-            if s.dilations and any(d != 1 for d in s.dilations):
-                raise AvgPoolError("oneDNN Graph AvgPool has no dilations")
-            spec = dialect.make_spec(shape, layout, list(s.kernel), strides=s.ones(s.strides), pads_begin=list(begin),
-                                     pads_end=list(end), exclude_pad=not s.include_pad, rounding_type=s.rounding,
-                                     auto_pad="None" if auto_pad == "NOTSET" else auto_pad)
-    if name == "openvino" and any(not p.count.all() for p in make_plan(spec, spatial_shape_of(shape, layout))):
+        if np.dtype(dtype) not in dialect.DTYPES:
+            raise AvgPoolError(f"the input has dtype {dtype}: it must be {dialect.DTYPES_TEXT}")
+        spec = DIALECTS[name].input_spec(s, tuple(shape))
+    if name == "openvino" and any(not p.count.all() for p in make_plan(spec, spatial_shape_of(shape, s.layout))):
         # OpenVINO's empty windows are oneDNN's signed zeros, written after the engine
         # (avgpool.empty_windows), which the chunked path does not do
         raise UsageError("--dialect openvino with these attributes has windows with no input value, which only "
                          "OpenVINO's whole-array function writes as it does: pool a .npy file instead")
-    return spec, layout
+    return spec, s.layout
 
 
 def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:

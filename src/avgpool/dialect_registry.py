@@ -9,10 +9,12 @@ dilations, pads, auto_pad, a rounding choice, whether pads count). Each :class:`
 - which canonical :class:`~avgpool.spec.PoolSpec` the same settings give in that dialect
   (semantics.md sections 2 to 5), which ``avgpool explain`` uses to show where the dialects differ.
 
-The ONNX spec comes from :mod:`avgpool.dialects.onnx` itself. For the other dialects the mapping
-is the one semantics.md states (OpenVINO ``ceil`` = CEIL + FULL_KERNEL_IF_PADDED, oneDNN = CEIL +
-FULL_KERNEL, PyTorch = CEIL_DROP + PADDED_TAPS, QLinear = CEIL_DROP + FULL_KERNEL); the pooling
-itself always goes through the dialect's own public function, which does its own validation.
+Both come from one mapping per dialect (``onnx_attributes``, ``openvino_attributes``, ...): the
+settings spelled as the keyword attributes of the dialect's public function, which is called with
+them, and given as they are to the dialect module's own translation (``avgpool.dialects.<name>``'s
+``make_spec``, QLinear's ``make_geometry``), the one the public function runs. So ``avgpool shape``
+and ``avgpool explain`` show what the function computes, or refuse what it refuses. PyTorch has no
+function in avgpool: its spec (semantics.md: CEIL_DROP + PADDED_TAPS) is written here.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import numpy as np
 
 from .attributes import as_int_tuple
 from .errors import AvgPoolError
-from .spec import Divisor, PadMode, PoolSpec, Rounding
+from .shape import spatial_shape_of
+from .spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 ROUNDINGS = ("floor", "ceil", "ceil_torch")
@@ -78,6 +81,14 @@ class Settings:
         begin, end = self.begin_end()
         return list(begin) + list(end)
 
+    @property
+    def layout(self) -> Layout:
+        return Layout.NXC if self.channels_last else Layout.NCX
+
+    def sample_shape(self, spatial: tuple[int, ...]) -> tuple[int, ...]:
+        """An input of one sample and one channel with these spatial lengths, in this layout."""
+        return (1, *spatial, 1) if self.channels_last else (1, 1, *spatial)
+
     def ones(self, values: tuple[int, ...] | None) -> list[int]:
         return list(values) if values is not None else [1] * self.ndim
 
@@ -96,11 +107,90 @@ def normalise_auto_pad(value: str) -> str:
     """``same_upper``, ``SAME_UPPER``, ``explicit``, ``None`` ... -> ONNX's spelling."""
     folded = AUTO_PAD_SPELLINGS.get(str(value).lower())
     if folded is None:
-        raise AvgPoolError(f"`auto_pad` is {value!r}: it must be one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID")
+        raise AvgPoolError(f"`auto_pad` is {value!r}: it must be one of NOTSET/explicit/None/'', SAME_UPPER, "
+                           "SAME_LOWER, VALID")
     return folded
 
 
-# ---------------------------------------------------------------- canonical specs per dialect
+# ---------------------------------------------------------------- each dialect's attributes and spec
+#
+# One function per dialect spells the settings as that dialect's keyword attributes; its public
+# function is called with them and its dialect module's make_spec (the translation the public
+# function itself runs) is given the very same dict, so the CLI's shape, explain and zarr paths
+# cannot disagree with what the function computes.
+
+
+def _dialect_module(name: str, title: str) -> Any:
+    try:
+        return importlib.import_module(f"{__package__}.dialects.{name}")
+    except ImportError:  # pragma: no cover - every dialect is part of this build
+        raise DialectUnavailable(f"{title} is not available in this build of avgpool") from None
+
+
+def _has_dilations(settings: Settings) -> bool:
+    return bool(settings.dilations) and any(d != 1 for d in settings.dilations)
+
+
+def onnx_attributes(s: Settings) -> dict[str, Any]:
+    """The keywords of ``avgpool.average_pool`` (less opset and layout), also ``make_spec``'s."""
+    return {"kernel_shape": list(s.kernel), "strides": s.strides, "pads": s.onnx_pads(), "auto_pad": s.auto_pad,
+            "ceil_mode": s.ceil, "count_include_pad": s.include_pad, "dilations": s.dilations}
+
+
+def onnx_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
+    onnx_dialect = _dialect_module("onnx", "the ONNX dialect")
+    return onnx_dialect.make_spec(onnx_dialect.op_version(s.opset), input_shape, **onnx_attributes(s))
+
+
+def openvino_attributes(s: Settings) -> dict[str, Any]:
+    """The keywords of ``avgpool.openvino.avg_pool`` (less version), also ``make_spec``'s. Given
+    dilations are passed even when all ones: AvgPool-1 and -14 refuse the attribute itself."""
+    if s.channels_last:
+        raise AvgPoolError("OpenVINO AvgPool is NCX only: drop --layout NXC")
+    begin, end = s.begin_end()
+    auto_pad = normalise_auto_pad(s.auto_pad)
+    return {"kernel": list(s.kernel), "exclude_pad": not s.include_pad, "strides": s.strides and list(s.strides),
+            "pads_begin": list(begin), "pads_end": list(end), "rounding_type": s.rounding,
+            "auto_pad": "explicit" if auto_pad == "NOTSET" else auto_pad.lower(),
+            "dilations": s.dilations and list(s.dilations)}
+
+
+def openvino_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
+    openvino_dialect = _dialect_module("openvino", "the OpenVINO dialect")
+    version = openvino_dialect.check_version(s.version)  # as avg_pool checks it before make_spec
+    return openvino_dialect.make_spec(version, input_shape, **openvino_attributes(s))
+
+
+def onednn_attributes(s: Settings) -> dict[str, Any]:
+    """The keywords of ``avgpool.onednn.avg_pool`` (less data_format), also ``make_spec``'s. oneDNN
+    has no dilations attribute: all ones is what it computes, any other value is refused here."""
+    if _has_dilations(s):
+        raise AvgPoolError("oneDNN Graph AvgPool has no dilations")
+    begin, end = s.begin_end()
+    auto_pad = normalise_auto_pad(s.auto_pad)
+    return {"kernel": list(s.kernel), "strides": s.ones(s.strides), "pads_begin": list(begin), "pads_end": list(end),
+            "exclude_pad": not s.include_pad, "rounding_type": s.rounding,
+            "auto_pad": "None" if auto_pad == "NOTSET" else auto_pad}
+
+
+def onednn_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
+    onednn_dialect = _dialect_module("onednn", "the oneDNN dialect")
+    return onednn_dialect.make_spec(input_shape, onednn_dialect.parse_layout(s.layout.value), **onednn_attributes(s))
+
+
+def qlinear_attributes(s: Settings) -> dict[str, Any]:
+    """The keywords of ``qlinear_average_pool`` (less the scales and zero points), also those of
+    ``make_geometry``, which gives the spec the function computes with (onnxruntime's geometry)."""
+    if _has_dilations(s):
+        raise AvgPoolError("QLinearAveragePool has no dilations")
+    return {"kernel_shape": list(s.kernel), "strides": s.strides and list(s.strides), "pads": s.onnx_pads(),
+            "auto_pad": s.auto_pad, "ceil_mode": int(s.ceil), "count_include_pad": int(s.include_pad),
+            "channels_last": int(s.channels_last)}
+
+
+def qlinear_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
+    qlinear_dialect = _dialect_module("qlinear", "the QLinearAveragePool dialect")
+    return qlinear_dialect.make_geometry(input_shape, **qlinear_attributes(s)).spec
 
 
 def _axes(settings: Settings, spatial: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
@@ -114,72 +204,22 @@ def _axes(settings: Settings, spatial: tuple[int, ...]) -> tuple[tuple[int, ...]
     return kernel, strides, dilations, begin, end
 
 
-def _generic_spec(settings: Settings, spatial: tuple[int, ...], rounding: Rounding, divisor: Divisor,
-                  *, explicit_pads_with_auto_pad: str = "error") -> PoolSpec:
+def _generic_spec(settings: Settings, spatial: tuple[int, ...], rounding: Rounding, divisor: Divisor) -> PoolSpec:
     kernel, strides, dilations, begin, end = _axes(settings, spatial)
     mode = {"NOTSET": PadMode.EXPLICIT, "SAME_UPPER": PadMode.SAME_UPPER, "SAME_LOWER": PadMode.SAME_LOWER,
             "VALID": PadMode.VALID}[normalise_auto_pad(settings.auto_pad)]
     if mode is not PadMode.EXPLICIT and any(begin + end):
-        if explicit_pads_with_auto_pad == "error":
-            raise AvgPoolError("explicit pads cannot be used together with auto_pad")
-        begin = end = (0,) * len(spatial)  # OpenVINO/oneDNN: pads are ignored/overwritten
+        raise AvgPoolError("explicit pads cannot be used together with auto_pad")
     return PoolSpec(kernel, strides, dilations, tuple(zip(begin, end)), mode, rounding, divisor)
-
-
-def onnx_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
-    from .dialects import onnx as onnx_dialect
-
-    version = onnx_dialect.op_version(settings.opset)
-    return onnx_dialect.make_spec(version, (1, 1) + tuple(spatial), list(settings.kernel), strides=settings.strides,
-                                  pads=settings.onnx_pads(), auto_pad=settings.auto_pad, ceil_mode=settings.ceil,
-                                  count_include_pad=settings.include_pad, dilations=settings.dilations)
-
-
-def _same(settings: Settings) -> bool:
-    return normalise_auto_pad(settings.auto_pad) in ("SAME_UPPER", "SAME_LOWER")
-
-
-def openvino_spec(settings: Settings, spatial: tuple[int, ...], rounding_type: str | None = None) -> PoolSpec:
-    """OpenVINO's own translation (:func:`avgpool.dialects.openvino.make_spec`), with its refusals."""
-    try:
-        from .dialects import openvino as openvino_dialect
-    except ImportError:  # pragma: no cover - the dialect is part of this build
-        raise DialectUnavailable("the OpenVINO dialect is not available in this build of avgpool") from None
-    begin, end = settings.begin_end()
-    auto_pad = normalise_auto_pad(settings.auto_pad)
-    return openvino_dialect.make_spec(
-        settings.version, (1, 1) + tuple(spatial), list(settings.kernel), exclude_pad=not settings.include_pad,
-        strides=settings.strides and list(settings.strides), pads_begin=list(begin), pads_end=list(end),
-        rounding_type=rounding_type or settings.rounding, auto_pad="explicit" if auto_pad == "NOTSET" else auto_pad.lower(),
-        dilations=list(settings.dilations) if settings.dilations and any(d != 1 for d in settings.dilations) else None)
-
-
-def onednn_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
-    """oneDNN's own translation (:func:`avgpool.dialects.onednn.make_spec`), with its refusals."""
-    if settings.dilations and any(d != 1 for d in settings.dilations):
-        raise AvgPoolError("oneDNN Graph AvgPool has no dilations")
-    if settings.rounding == "ceil_torch":
-        raise AvgPoolError("oneDNN's rounding_type is floor or ceil (no ceil_torch)")
-    try:
-        from .dialects import onednn as onednn_dialect
-    except ImportError:  # pragma: no cover - the dialect is part of this build
-        raise DialectUnavailable("the oneDNN dialect is not available in this build of avgpool") from None
-    from .spec import Layout
-
-    begin, end = settings.begin_end()
-    auto_pad = normalise_auto_pad(settings.auto_pad)
-    return onednn_dialect.make_spec((1, 1) + tuple(spatial), Layout.NCX, list(settings.kernel),
-                                    strides=settings.ones(settings.strides), pads_begin=list(begin), pads_end=list(end),
-                                    exclude_pad=not settings.include_pad, rounding_type=settings.rounding,
-                                    auto_pad="None" if auto_pad == "NOTSET" else auto_pad)
 
 
 def pytorch_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
     """torch.nn.functional.avg_pool1d/2d/3d: ceil_mode with the drop rule, and with
-    count_include_pad the taps inside the padded extent (the window is clipped at input + pad)."""
-    if settings.dilations and any(d != 1 for d in settings.dilations):
+    count_include_pad the taps inside the padded extent (the window is clipped at input + pad).
+    avgpool has no torch function whose translation this could share: it is written here."""
+    if _has_dilations(settings):
         raise AvgPoolError("torch avg_pool has no dilation")
-    if _same(settings):
+    if normalise_auto_pad(settings.auto_pad) in ("SAME_UPPER", "SAME_LOWER"):
         raise AvgPoolError("torch avg_pool has no padding='same'")
     if not 1 <= len(spatial) <= 3:
         raise AvgPoolError(f"torch avg_pool takes 1 to 3 spatial axes, not {len(spatial)}")
@@ -187,24 +227,15 @@ def pytorch_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
     if tuple(begin) != tuple(end):
         raise AvgPoolError(f"torch avg_pool pads symmetrically; pads {list(begin)}/{list(end)} differ")
     if any(p > k // 2 for p, k in zip(begin, settings.kernel)):
-        raise AvgPoolError(f"torch avg_pool needs pad <= kernel // 2 (pads {list(begin)}, kernel {list(settings.kernel)})")
+        raise AvgPoolError(f"torch avg_pool needs pad <= kernel // 2 (pads {list(begin)}, "
+                           f"kernel {list(settings.kernel)})")
     rounding = Rounding.CEIL_DROP if settings.ceil else Rounding.FLOOR
     divisor = Divisor.PADDED_TAPS if settings.include_pad else Divisor.VALID_TAPS
     return _generic_spec(settings, spatial, rounding, divisor)
 
 
-def qlinear_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
-    """The spec ``qlinear_average_pool`` itself computes with (onnxruntime's geometry: its
-    truncating output length, its SAME pads that go negative when the kernel is shorter than the
-    stride), from the QLinear dialect's own translation, so that ``avgpool shape`` and ``avgpool
-    explain`` show what the function computes."""
-    from .dialects import qlinear as qlinear_dialect
-
-    if settings.dilations and any(d != 1 for d in settings.dilations):
-        raise AvgPoolError("QLinearAveragePool has no dilations")
-    strides = list(settings.strides) if settings.strides is not None else None
-    return qlinear_dialect.make_geometry((1, 1, *spatial), list(settings.kernel), strides, settings.onnx_pads(),
-                                         settings.auto_pad, settings.ceil, settings.include_pad, False).spec
+def _pytorch_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
+    return pytorch_spec(s, spatial_shape_of(input_shape, s.layout))
 
 
 # ---------------------------------------------------------------- calling each dialect
@@ -227,31 +258,17 @@ def _load(module: str, attribute: str, title: str, extra: str = "") -> Callable[
 def _call_onnx(x: np.ndarray, s: Settings) -> np.ndarray:
     from .api import average_pool
 
-    return average_pool(x, list(s.kernel), strides=s.strides, pads=s.onnx_pads(), auto_pad=s.auto_pad,
-                        ceil_mode=s.ceil, count_include_pad=s.include_pad, dilations=s.dilations, opset=s.opset,
-                        layout="NXC" if s.channels_last else "NCX")
+    return average_pool(x, **onnx_attributes(s), opset=s.opset, layout=s.layout.value)
 
 
 def _call_openvino(x: np.ndarray, s: Settings) -> np.ndarray:
-    if s.channels_last:
-        raise AvgPoolError("OpenVINO AvgPool is NCX only: drop --layout NXC")
     avg_pool = _load("avgpool.openvino", "avg_pool", "the OpenVINO dialect")
-    begin, end = s.begin_end()
-    auto_pad = {"NOTSET": "explicit"}.get(normalise_auto_pad(s.auto_pad), normalise_auto_pad(s.auto_pad).lower())
-    return avg_pool(x, list(s.kernel), exclude_pad=not s.include_pad, strides=s.strides and list(s.strides),
-                    pads_begin=list(begin), pads_end=list(end), rounding_type=s.rounding, auto_pad=auto_pad,
-                    dilations=s.dilations and list(s.dilations), version=s.version)
+    return avg_pool(x, **openvino_attributes(s), version=s.version)
 
 
 def _call_onednn(x: np.ndarray, s: Settings) -> np.ndarray:
     avg_pool = _load("avgpool.onednn", "avg_pool", "the oneDNN dialect")
-    if s.dilations and any(d != 1 for d in s.dilations):
-        raise AvgPoolError("oneDNN Graph AvgPool has no dilations")
-    begin, end = s.begin_end()
-    auto_pad = {"NOTSET": "None"}.get(normalise_auto_pad(s.auto_pad), normalise_auto_pad(s.auto_pad))
-    return avg_pool(x, list(s.kernel), strides=s.ones(s.strides), pads_begin=list(begin), pads_end=list(end),
-                    exclude_pad=not s.include_pad, rounding_type=s.rounding, auto_pad=auto_pad,
-                    data_format="NXC" if s.channels_last else "NCX")
+    return avg_pool(x, **onednn_attributes(s), data_format=s.layout.value)
 
 
 def _call_qlinear(x: np.ndarray, s: Settings) -> np.ndarray:
@@ -261,47 +278,56 @@ def _call_qlinear(x: np.ndarray, s: Settings) -> np.ndarray:
     if function is None:
         raise DialectUnavailable("the QLinearAveragePool dialect is not available in this build of avgpool "
                                  "(avgpool.qlinear.qlinear_average_pool is missing)")
-    if s.dilations and any(d != 1 for d in s.dilations):
-        raise AvgPoolError("QLinearAveragePool has no dilations")
     dtype = x.dtype if x.dtype in (np.dtype(np.uint8), np.dtype(np.int8)) else np.dtype(np.uint8)
     return function(x, np.float32(s.x_scale), np.array(s.x_zero_point, dtype=dtype), np.float32(s.y_scale),
-                    np.array(s.y_zero_point, dtype=dtype), list(s.kernel), strides=s.strides and list(s.strides),
-                    pads=s.onnx_pads(), auto_pad=s.auto_pad, ceil_mode=int(s.ceil),
-                    count_include_pad=int(s.include_pad), channels_last=int(s.channels_last))
+                    np.array(s.y_zero_point, dtype=dtype), **qlinear_attributes(s))
 
 
 @dataclass(frozen=True)
 class Dialect:
     name: str
     title: str
-    spec: Callable[[Settings, tuple[int, ...]], PoolSpec]
+    # (settings, the whole input shape in settings.layout) -> the spec the dialect's function computes with
+    input_spec: Callable[[Settings, tuple[int, ...]], PoolSpec]
     call: Callable[[np.ndarray, Settings], np.ndarray] | None  # None: explain only
     default_channels_last: bool = False
     quantized: bool = False
 
+    def spec(self, settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
+        """The spec for spatial lengths alone (one sample, one channel): what explain compares."""
+        return self.input_spec(settings, settings.sample_shape(spatial))
+
 
 DIALECTS: dict[str, Dialect] = {
-    "onnx": Dialect("onnx", "ONNX AveragePool", onnx_spec, _call_onnx),
-    "openvino": Dialect("openvino", "OpenVINO AvgPool", openvino_spec, _call_openvino),
-    "onednn": Dialect("onednn", "oneDNN Graph AvgPool", onednn_spec, _call_onednn, default_channels_last=True),
-    "qlinear": Dialect("qlinear", "com.microsoft QLinearAveragePool", qlinear_spec, _call_qlinear, quantized=True),
-    "pytorch": Dialect("pytorch", "PyTorch avg_pool", pytorch_spec, None),
+    "onnx": Dialect("onnx", "ONNX AveragePool", onnx_input_spec, _call_onnx),
+    "openvino": Dialect("openvino", "OpenVINO AvgPool", openvino_input_spec, _call_openvino),
+    "onednn": Dialect("onednn", "oneDNN Graph AvgPool", onednn_input_spec, _call_onednn, default_channels_last=True),
+    "qlinear": Dialect("qlinear", "com.microsoft QLinearAveragePool", qlinear_input_spec, _call_qlinear,
+                       quantized=True),
+    "pytorch": Dialect("pytorch", "PyTorch avg_pool", _pytorch_input_spec, None),
 }
 POOL_DIALECTS = tuple(name for name, d in DIALECTS.items() if d.call is not None)
+# (settings, spatial lengths) -> spec, by the names explain and the tests use
+onnx_spec = DIALECTS["onnx"].spec
+openvino_spec = DIALECTS["openvino"].spec
+onednn_spec = DIALECTS["onednn"].spec
+qlinear_spec = DIALECTS["qlinear"].spec
 
 
 def comparison_rows(settings: Settings) -> list[tuple[str, Callable[[tuple[int, ...]], PoolSpec]]]:
     """The dialects to compare for one configuration: (label, spatial shape -> spec)."""
+    settings = replace(settings, channels_last=False)  # the windows do not depend on it; OpenVINO is NCX only
     rows: list[tuple[str, Callable[[tuple[int, ...]], PoolSpec]]] = []
     onnx_label = f"ONNX AveragePool (opset {settings.opset})"
     rows.append((onnx_label, lambda spatial: onnx_spec(settings, spatial)))
     if settings.ceil:
+        version = max(settings.version, 14)
         for rounding_type in ("ceil", "ceil_torch"):
-            rows.append((f"OpenVINO AvgPool-{max(settings.version, 14)} rounding_type={rounding_type}",
-                         lambda spatial, r=rounding_type: openvino_spec(replace(settings, version=max(settings.version, 14)),
-                                                                       spatial, r)))
+            openvino_settings = replace(settings, version=version, rounding=rounding_type)
+            rows.append((f"OpenVINO AvgPool-{version} rounding_type={rounding_type}",
+                         lambda spatial, s=openvino_settings: openvino_spec(s, spatial)))
     else:
-        rows.append((f"OpenVINO AvgPool-{settings.version}", lambda spatial: openvino_spec(settings, spatial, "floor")))
+        rows.append((f"OpenVINO AvgPool-{settings.version}", lambda spatial: openvino_spec(settings, spatial)))
     onednn_settings = replace(settings, rounding="ceil" if settings.ceil else "floor")
     rows.append(("oneDNN Graph AvgPool", lambda spatial: onednn_spec(onednn_settings, spatial)))
     rows.append(("PyTorch avg_pool", lambda spatial: pytorch_spec(settings, spatial)))
