@@ -87,6 +87,12 @@ def _blocked_in_pipe_write(pid: int) -> bool:
         return False
 
 
+def _sigint_default() -> None:
+    """In the child: SIGINT's default action, which a shell gives up for commands it starts in the
+    background (they inherit SIGINT ignored, and Python then installs no KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_when_blocked(child: subprocess.Popen, ready=lambda: True) -> None:
     """SIGINT once the child is blocked writing to its full pipe (and ``ready()``): it can get
     no further until the test drains the pipe, so the signal lands at a known point."""
@@ -119,7 +125,7 @@ def test_sigint_mid_write_keeps_the_old_file(tmp_path, suffix):
     before = _listing(tmp_path)
     read_end, write_end = _full_pipe()
     child = subprocess.Popen(_cli("pool", "x.npy", target.name, "-k", "1,1", "--batch-size", "1", "--progress", "-q"),
-                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=write_end)
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=write_end, preexec_fn=_sigint_default)
     os.close(write_end)
     try:
         def writing() -> bool:
@@ -151,7 +157,8 @@ def test_sigint_in_any_command_prints_one_line_and_exits_130(tmp_path, command):
             _existing(tmp_path / "out" / f"{name}.npy")
     before = _listing(tmp_path), _listing(tmp_path / "out") if command[0] == "run" else None
     read_end, write_end = _full_pipe()
-    child = subprocess.Popen(_cli(*command), cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE)
+    child = subprocess.Popen(_cli(*command), cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE,
+                             preexec_fn=_sigint_default)
     os.close(write_end)
     try:
         _interrupt_when_blocked(child)
