@@ -37,7 +37,16 @@ def synchronous():
         yield
 
 
-def test_float_chunk_invariance_bit_for_bit():
+@pytest.fixture(params=["together", "split"])
+def tile_split(request, monkeypatch):
+    """Tiles pooled from their pieces put together (small tiles), or their inner windows from the
+    home chunk and the edges apart (avgpool.dask.SPLIT_MIN_ELEMENTS, large tiles)."""
+    if request.param == "split":
+        monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
+    return request.param
+
+
+def test_float_chunk_invariance_bit_for_bit(tile_split):
     rng = np.random.default_rng(11)
     checked = 0
     for _ in range(150):
@@ -68,7 +77,7 @@ def test_bfloat16():
 
 
 @pytest.mark.parametrize("channels_last", [0, 1])
-def test_qlinear_chunk_invariance_bit_for_bit(channels_last):
+def test_qlinear_chunk_invariance_bit_for_bit(channels_last, tile_split):
     rng = np.random.default_rng(5 + channels_last)
     checked = 0
     for _ in range(60):
