@@ -24,6 +24,7 @@ Global path (MLAS ``MlasQLinearGlobalAveragePool``):
 from __future__ import annotations
 
 import numpy as np
+
 from .jit import kernel
 
 

@@ -34,9 +34,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .jit import kernel
 
 from .crew import call_native
+from .jit import kernel
 from .separable import _COMPUTE, _JIT, _U
 from .vector_scan import LANES, window_blocks
 

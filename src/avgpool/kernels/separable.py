@@ -29,9 +29,9 @@ cached on disk or shipped precompiled (:mod:`.jit`). Kernels validate nothing: t
 from __future__ import annotations
 
 import numpy as np
-from .jit import kernel
 
 from .halfwidth import narrow, widen
+from .jit import kernel
 
 _JIT = dict(nogil=True, error_model="numpy", boundscheck=None)
 # Functions that allocate nothing are compiled without numba's reference counting: with it, every
@@ -613,7 +613,8 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
 
 
 @kernel(entry=True, **_JIT)
-def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size, global_scale):
+def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
+               global_scale):
     """Pool slabs ``start..stop`` (any thread: the GIL is released)."""
     scratch = np.empty((2 * group + 3) * scratch_size)
     if global_scale > 0:
@@ -628,8 +629,8 @@ def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, s
 
 
 @kernel(entry=True, **_JIT)
-def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                  global_scale, bfloat16, block_slabs):
+def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels,
+                  scratch_size, global_scale, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
     ``block_slabs`` slabs are widened to float32, pooled in float64 and rounded once back."""
     slab_in, slab_out = channels, channels
