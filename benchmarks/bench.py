@@ -610,7 +610,8 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
     if tiny is not None and "onnxruntime" in tiny.times:
         ok = tiny.times["avgpool"] <= tiny.times["onnxruntime"]
     target("tiny", ok, "tiny case <= onnxruntime IOBinding"
-           + (f" ({fmt_time(tiny.times['avgpool'])} vs {fmt_time(tiny.times['onnxruntime'])})" if ok is not None else ""))
+           + (f" ({fmt_time(tiny.times['avgpool'])} vs {fmt_time(tiny.times['onnxruntime'])})"
+              if ok is not None else ""))
 
     # issue 20: the model nodes and the plain function
     lines.append("")
@@ -741,7 +742,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"NOTE: {msg}")
     print(f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms, {PAUSE_S * 1e3:g} ms pause between peers; "
           "times are medians per call; avgpool = prepared AveragePool with out=, function = "
-          "avgpool.average_pool(x, **attrs, out=out); ratio = avgpool / fastest peer, fn ratio = function / fastest peer, "
+          "avgpool.average_pool(x, **attrs, out=out); ratio = avgpool / fastest peer, "
+          "fn ratio = function / fastest peer, "
           "fn/prep = function / avgpool; copy share = copy time / avgpool time\n")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > 0.5:

@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"# python {platform.python_version()}, numpy {np.__version__}, dask {dask.__version__}, "
           f"xarray {xr.__version__}, dask-image {version('dask-image')}, scipy {scipy.__version__}, "
-          f"avgpool {getattr(avgpool, '__version__', '?')} ({source_state()}); {os.cpu_count()} CPUs, threaded scheduler; "
+          f"avgpool {getattr(avgpool, '__version__', '?')} ({source_state()}); "
+          f"{os.cpu_count()} CPUs, threaded scheduler; "
           f"median of {args.repeats}; load average {os.getloadavg()[0]:.2f}")
     rows = []
     with dask.config.set(scheduler="threads"):
@@ -207,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                 ref = reference_same(x, k)
                 rows.append(run_case(
                     f"{label} {k}x{k} s1 SAME vs uniform_filter",
-                    lambda k=k, dx=dx: avgpool.dask.average_pool(dx, [k, k], auto_pad="SAME_UPPER", count_include_pad=1),
+                    lambda k=k, dx=dx: avgpool.dask.average_pool(dx, [k, k], auto_pad="SAME_UPPER",
+                                                                 count_include_pad=1),
                     lambda k=k, dx=dx: uniform_filter(dx, size=(1, 1, k, k), mode="constant"),
                     ref, args.repeats))
                 print(_row(rows[-1]), flush=True)

@@ -31,9 +31,9 @@ import sys
 from dataclasses import dataclass
 
 import numpy as np
+from bench import Runner, measure  # one timing method for every benchmark
 
 from avgpool.qlinear import qlinear_average_pool
-from bench import Runner, measure  # one timing method for every benchmark
 
 THREADS = 2
 X_SCALE, X_ZP, Y_SCALE, Y_ZP = 0.05, 128, 0.05, 128

@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     args.dir.mkdir(parents=True, exist_ok=True)
     nbytes = args.channels * args.size * args.size * 4
     print(f"# numpy {np.__version__}, dask {dask.__version__}, zarr {zarr.__version__}; {os.cpu_count()} CPUs; "
-          f"avgpool {source_state()}; threaded scheduler, {args.threads} threads; load average {os.getloadavg()[0]:.2f}")
+          f"avgpool {source_state()}; threaded scheduler, {args.threads} threads; "
+          f"load average {os.getloadavg()[0]:.2f}")
     if not (src / "zarr.json").exists() or store_bytes(src) < nbytes:
         print(f"creating {src}: float32 1x{args.channels}x{args.size}x{args.size} ({nbytes / 2**30:.2f} GiB), "
               f"chunks 1x1x{CHUNK}x{CHUNK}, uncompressed ...", flush=True)

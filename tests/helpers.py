@@ -25,7 +25,8 @@ def ulp(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.exp2(exponent - finfo.nmant)
 
 
-def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.ndarray, taps: int, context: str = "") -> None:
+def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.ndarray, taps: int,
+                          context: str = "") -> None:
     """``got`` (any float dtype) against the exact average ``exact`` (float64).
 
     Allowed: one ulp of the output dtype (the final rounding) plus what a float64 accumulation
@@ -45,7 +46,8 @@ def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.nd
         tolerance = ulp(exact, got.dtype) + 2.0 * taps * 2.0**-52 * abs_average
         bad = finite & ~(np.abs(got64 - exact) <= tolerance)
     assert not bad.any(), (
-        f"{int(bad.sum())} values off {context}\n got {got64[bad][:5]}\n ref {exact[bad][:5]}\n tol {tolerance[bad][:5]}")
+        f"{int(bad.sum())} values off {context}\n got {got64[bad][:5]}\n ref {exact[bad][:5]}\n "
+        f"tol {tolerance[bad][:5]}")
 
 
 # Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled and
@@ -84,10 +86,12 @@ BATTERY = textwrap.dedent("""
         add(avgpool.average_pool(big.astype(np.float64), [3, 3]))
     if kinds is None or "qlinear-uint8" in kinds:
         for dtype in (np.uint8, np.int8):
-            q = rng.integers(-128 if dtype == np.int8 else 0, 128 if dtype == np.int8 else 256, (2, 4, 9, 11)).astype(dtype)
+            q = rng.integers(-128 if dtype == np.int8 else 0, 128 if dtype == np.int8 else 256,
+                             (2, 4, 9, 11)).astype(dtype)
             for channels_last in (False, True):
                 qx = np.ascontiguousarray(np.moveaxis(q, 1, -1)) if channels_last else q
-                add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [3, 3], pads=[1] * 4, channels_last=channels_last))
+                add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [3, 3], pads=[1] * 4,
+                                                 channels_last=channels_last))
                 add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [9, 11], channels_last=channels_last))
     print(json.dumps({"compiled": compiled, "digest": digest.hexdigest()}))
 """)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import avgpool
+import avgpool.onnx as avgpool_onnx
 from avgpool.cli import main
 from avgpool.dialects.onnx import VERSIONS
 from avgpool.qlinear import qlinear_average_pool
@@ -64,7 +65,6 @@ def test_qlinear_reads_empty_auto_pad_as_notset(channels_last):
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-import avgpool.onnx as avgpool_onnx
 
 
 def _average_pool_model(opset: int, shape: tuple[int, ...]):
@@ -83,11 +83,14 @@ def _qlinear_model(shape: tuple[int, ...]):
     node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
                             auto_pad="", kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1], ceil_mode=1,
                             count_include_pad=1)
-    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("xz", TensorProto.UINT8, [], [128]),
-             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]), helper.make_tensor("yz", TensorProto.UINT8, [], [100])]
+    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
+             helper.make_tensor("xz", TensorProto.UINT8, [], [128]),
+             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
+             helper.make_tensor("yz", TensorProto.UINT8, [], [100])]
     graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)],
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
+                                                   helper.make_opsetid("com.microsoft", 1)],
                              ir_version=8)
 
 

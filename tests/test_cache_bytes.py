@@ -63,7 +63,8 @@ _SCRIPT = textwrap.dedent("""
         avgpool.AveragePool([3], strides=[1], pads=[1, 1])(line[:, :, :40000 + n])
     gc.collect()
     report["150 shapes"] = [tracemalloc.get_traced_memory()[0] - traced, 0, True]
-    report["cache bytes"] = [getattr(cache, "held_bytes", lambda: -1)() for cache in (engine.kernel_tables, engine.prepare)]
+    report["cache bytes"] = [getattr(cache, "held_bytes", lambda: -1)()
+                             for cache in (engine.kernel_tables, engine.prepare)]
 
     # repeated calls on one shape hit the caches (fresh pools, so that each consults them)
     x = np.ones((1, 3, 32, 32), np.float32)

@@ -11,11 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-zarr = pytest.importorskip("zarr")
-pytest.importorskip("dask.array")
-
 import avgpool
 from avgpool.cli import main
+
+zarr = pytest.importorskip("zarr")
+pytest.importorskip("dask.array")
 
 
 def run(argv: list) -> tuple[int, str]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import assert_close_to_exact
 
 import avgpool.onednn
 from avgpool import AvgPoolError
 from avgpool.reference import reference_pool
-
-from helpers import assert_close_to_exact
 
 DTYPES = [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)]
 AUTO_PAD_FOR_REFERENCE = {"None": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
@@ -45,7 +44,8 @@ def test_ceil_rounding_keeps_the_window_starting_in_the_end_padding():
     x = np.array([[[1.0], [2.0], [3.0], [4.0]]], dtype=np.float32)
     attributes = dict(strides=[2], pads_begin=[1], pads_end=[1], exclude_pad=True)
     assert avgpool.onednn.output_shape(x.shape, [3], rounding_type="ceil", **attributes) == (1, 3, 1)
-    np.testing.assert_allclose(avgpool.onednn.avg_pool(x, [3], rounding_type="ceil", **attributes)[0, :, 0], [1.5, 3, 4])
+    np.testing.assert_allclose(avgpool.onednn.avg_pool(x, [3], rounding_type="ceil", **attributes)[0, :, 0],
+                               [1.5, 3, 4])
     assert avgpool.onednn.avg_pool(x, [3], **attributes).shape == (1, 2, 1)
 
 
@@ -78,8 +78,10 @@ def _random_case(rng: np.random.Generator):
         n = int(rng.integers(1, 4))
         shape = (int(rng.integers(1, 3)), int(rng.integers(1, 4)), *(int(v) for v in rng.integers(1, 8, n)))
         exclude_pad = bool(rng.random() < 0.6)
-        attributes = dict(kernel=[int(v) for v in rng.integers(1, 5, n)], strides=[int(v) for v in rng.integers(1, 4, n)],
-                          pads_begin=[int(v) for v in rng.integers(0, 3, n)], pads_end=[int(v) for v in rng.integers(0, 3, n)],
+        attributes = dict(kernel=[int(v) for v in rng.integers(1, 5, n)],
+                          strides=[int(v) for v in rng.integers(1, 4, n)],
+                          pads_begin=[int(v) for v in rng.integers(0, 3, n)],
+                          pads_end=[int(v) for v in rng.integers(0, 3, n)],
                           exclude_pad=exclude_pad,
                           rounding_type=str(rng.choice(["floor", "ceil"])) if exclude_pad else "floor",
                           auto_pad=str(rng.choice(["None", "None", "SAME_UPPER", "SAME_LOWER", "VALID"])))
@@ -135,7 +137,8 @@ def test_batch_and_channels_of_zero_give_empty_outputs():
 def test_out_is_filled_in_place():
     x = np.arange(16.0, dtype=np.float32).reshape(1, 4, 4, 1)
     out = np.empty((1, 2, 2, 1), np.float32)
-    got = avgpool.onednn.avg_pool(x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=False, out=out)
+    got = avgpool.onednn.avg_pool(x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=False,
+                                  out=out)
     assert got is out
     np.testing.assert_array_equal(out[0, :, :, 0], [[2.5, 4.5], [10.5, 12.5]])
 
@@ -152,20 +155,24 @@ def _call(x=X, kernel=(2, 2), **changes):
 
 
 @pytest.mark.parametrize(("call", "fragments"), [
-    (lambda: _call(rounding_type="ceil", exclude_pad=False), ["`rounding_type` 'ceil'", "`exclude_pad` false", "unsupported"]),
+    (lambda: _call(rounding_type="ceil", exclude_pad=False),
+     ["`rounding_type` 'ceil'", "`exclude_pad` false", "unsupported"]),
     (lambda: _call(pads_begin=[2, 0]), ["`pads_begin`/`pads_end` (2, 0)", "axis 0", "`exclude_pad`", "kernel (2)"]),
     (lambda: _call(pads_end=[0, 3]), ["`pads_begin`/`pads_end` (0, 3)", "axis 1"]),
-    (lambda: _call(x=np.zeros((1, 0, 4, 1), np.float32), pads_begin=[1, 0], pads_end=[1, 0]), ["axis 0 has length 0", "`exclude_pad`"]),
-    (lambda: _call(x=np.zeros((1, 5, 1), np.float32), kernel=[1], strides=[3], pads_begin=[0], pads_end=[0], rounding_type="ceil"),
+    (lambda: _call(x=np.zeros((1, 0, 4, 1), np.float32), pads_begin=[1, 0], pads_end=[1, 0]),
+     ["axis 0 has length 0", "`exclude_pad`"]),
+    (lambda: _call(x=np.zeros((1, 5, 1), np.float32), kernel=[1], strides=[3], pads_begin=[0], pads_end=[0],
+                   rounding_type="ceil"),
      ["`rounding_type` 'ceil'", "axis 0", "past the input"]),
-    (lambda: _call(x=np.zeros((1, 5, 1), np.float32), kernel=[1], strides=[3], pads_begin=[0], pads_end=[0], rounding_type="ceil",
-                   auto_pad="SAME_UPPER"), ["`rounding_type` 'ceil'", "past the input"]),
+    (lambda: _call(x=np.zeros((1, 5, 1), np.float32), kernel=[1], strides=[3], pads_begin=[0], pads_end=[0],
+                   rounding_type="ceil", auto_pad="SAME_UPPER"), ["`rounding_type` 'ceil'", "past the input"]),
     (lambda: _call(x=np.zeros((1, 4), np.float32), kernel=[2]), ["rank 2", "3, 4 or 5"]),
-    (lambda: avgpool.onednn.output_shape((1, 2, 2, 2, 2, 1), [1] * 4, strides=[1] * 4, pads_begin=[0] * 4, pads_end=[0] * 4,
-                                         exclude_pad=True), ["rank 6"]),
+    (lambda: avgpool.onednn.output_shape((1, 2, 2, 2, 2, 1), [1] * 4, strides=[1] * 4, pads_begin=[0] * 4,
+                                         pads_end=[0] * 4, exclude_pad=True), ["rank 6"]),
     (lambda: avgpool.onednn.output_shape("1x4x4x1", [2, 2], exclude_pad=True, **OK), ["`input_shape`", "'1x4x4x1'"]),
     (lambda: avgpool.onednn.output_shape((1, 4, 4, 1.0), [2, 2], exclude_pad=True, **OK), ["`input_shape`", "1.0"]),
-    (lambda: avgpool.onednn.output_shape((1, -4, 4, 1), [2, 2], exclude_pad=True, **OK), ["`input_shape`", "non-negative"]),
+    (lambda: avgpool.onednn.output_shape((1, -4, 4, 1), [2, 2], exclude_pad=True, **OK),
+     ["`input_shape`", "non-negative"]),
     (lambda: _call(auto_pad="same_upper"), ["`auto_pad`", "'same_upper'", "'SAME_UPPER'"]),
     (lambda: _call(auto_pad="NOTSET"), ["`auto_pad`", "'NOTSET'"]),
     (lambda: _call(rounding_type="ceil_torch"), ["`rounding_type`", "'ceil_torch'"]),

@@ -120,7 +120,8 @@ def test_reference_ops_are_bound_to_an_opset():
 @pytest.mark.parametrize("opset, attributes, right", [
     (1, dict(kernel_shape=[3], pads=[1, 1]), [1.5, 2, 3, 4, 4.5]),  # onnx.reference: [1, 2, 3, 4, 3]
     (7, dict(kernel_shape=[3], pads=[1, 1], count_include_pad=1), [1, 2, 3, 4, 3]),
-    (19, dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER"), [2, 2, 3, 4, 4]),  # onnx.reference: [2, 3, 4, 4, 0]
+    (19, dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER"),
+     [2, 2, 3, 4, 4]),  # onnx.reference: [2, 3, 4, 4, 0]
     (22, dict(kernel_shape=[3], strides=[3], ceil_mode=1), [2, 4.5]),  # onnx.reference shifts the windows
 ])
 def test_evaluator_with_model_opset(opset, attributes, right):
@@ -139,11 +140,14 @@ def test_qlinear_average_pool_node_matches_onnxruntime():
 
     node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
                             kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
-    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("xz", TensorProto.UINT8, [], [95]),
-             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]), helper.make_tensor("yz", TensorProto.UINT8, [], [115])]
+    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
+             helper.make_tensor("xz", TensorProto.UINT8, [], [95]),
+             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
+             helper.make_tensor("yz", TensorProto.UINT8, [], [115])]
     graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 3, 9, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
+                                                    helper.make_opsetid("com.microsoft", 1)],
                               ir_version=8)
     x = np.random.default_rng(0).integers(0, 256, size=(2, 3, 9, 8), dtype=np.uint8)
     got = avgpool_onnx.make_evaluator(model).run(None, {"x": x})[0]

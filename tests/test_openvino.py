@@ -6,12 +6,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import assert_close_to_exact
 
 import avgpool.openvino
 from avgpool import AvgPoolError
 from avgpool.reference import reference_pool
-
-from helpers import assert_close_to_exact
 
 ov = pytest.importorskip("openvino")
 from openvino import opset1, opset14, opset16  # noqa: E402
@@ -141,10 +140,14 @@ def test_the_random_configurations_exercise_both_outcomes():
 # output, but same_upper with stride 2 gives ceil(32 / 2) = 16 (OpenVINO computes 16 too): the
 # spec's example is wrong there, and the test checks the runtime's 16.
 SPEC_EXAMPLES = [
-    (dict(auto_pad="same_upper", exclude_pad=True, kernel=[2, 2], pads_begin=[0, 0], pads_end=[1, 1], strides=[2, 2]), 16),
-    (dict(auto_pad="same_upper", exclude_pad=False, kernel=[5, 5], pads_begin=[0, 0], pads_end=[1, 1], strides=[2, 2]), 16),
-    (dict(auto_pad="explicit", exclude_pad=True, kernel=[5, 5], pads_begin=[1, 1], pads_end=[1, 1], strides=[3, 3]), 10),
-    (dict(auto_pad="explicit", exclude_pad=False, kernel=[5, 5], pads_begin=[1, 1], pads_end=[1, 1], strides=[2, 2]), 15),
+    (dict(auto_pad="same_upper", exclude_pad=True, kernel=[2, 2], pads_begin=[0, 0], pads_end=[1, 1],
+          strides=[2, 2]), 16),
+    (dict(auto_pad="same_upper", exclude_pad=False, kernel=[5, 5], pads_begin=[0, 0], pads_end=[1, 1],
+          strides=[2, 2]), 16),
+    (dict(auto_pad="explicit", exclude_pad=True, kernel=[5, 5], pads_begin=[1, 1], pads_end=[1, 1],
+          strides=[3, 3]), 10),
+    (dict(auto_pad="explicit", exclude_pad=False, kernel=[5, 5], pads_begin=[1, 1], pads_end=[1, 1],
+          strides=[2, 2]), 15),
     (dict(auto_pad="valid", exclude_pad=True, kernel=[5, 5], pads_begin=[1, 1], pads_end=[1, 1], strides=[2, 2]), 14),
 ]
 
@@ -167,7 +170,8 @@ def test_divisor_is_the_full_kernel_once_any_axis_is_padded():
         np.testing.assert_allclose(got[0, 0], [1, 3, 4 / 3], rtol=1e-7)
     x2 = np.arange(1.0, 17.0).reshape(1, 1, 4, 4)  # padding on one axis makes the other's divisor full
     got = avgpool.openvino.avg_pool(x2, [2, 2], strides=[2, 2], pads_begin=[1, 0], pads_end=[0, 0], exclude_pad=False)
-    np.testing.assert_array_equal(got[0, 0], [[(1 + 2) / 4, (3 + 4) / 4], [(5 + 6 + 9 + 10) / 4, (7 + 8 + 11 + 12) / 4]])
+    np.testing.assert_array_equal(got[0, 0], [[(1 + 2) / 4, (3 + 4) / 4],
+                                              [(5 + 6 + 9 + 10) / 4, (7 + 8 + 11 + 12) / 4]])
     unpadded = avgpool.openvino.avg_pool(x2, [3, 3], strides=[2, 2], rounding_type="ceil", exclude_pad=False)
     np.testing.assert_array_equal(unpadded[0, 0], [[6, 7.5], [12, 13.5]])  # no pad: valid taps
 
@@ -215,7 +219,8 @@ def test_a_window_that_dilation_carries_over_the_input_is_nan():
 def test_an_empty_spatial_axis_inside_pads_is_defined():
     """OpenVINO accepts it but returns uninitialised memory; avgpool gives the divisor rule's answer."""
     x = np.zeros((1, 1, 0), np.float32)
-    np.testing.assert_array_equal(avgpool.openvino.avg_pool(x, [2], pads_begin=[1], pads_end=[1], exclude_pad=False), [[[0.0]]])
+    np.testing.assert_array_equal(avgpool.openvino.avg_pool(x, [2], pads_begin=[1], pads_end=[1], exclude_pad=False),
+                                  [[[0.0]]])
     assert np.isnan(avgpool.openvino.avg_pool(x, [2], pads_begin=[1], pads_end=[1], exclude_pad=True)).all()
 
 
@@ -262,15 +267,18 @@ def test_matches_the_float64_reference():
         n = len(config["kernel"])
         auto_pad = config.get("auto_pad", "explicit").lower()
         explicit = auto_pad == "explicit"
-        pads = list(zip(config.get("pads_begin") or [0] * n, config.get("pads_end") or [0] * n)) if explicit else [(0, 0)] * n
-        exact = reference_pool(x, config["kernel"], config.get("strides") or [1] * n, config.get("dilations") or [1] * n,
+        pads = (list(zip(config.get("pads_begin") or [0] * n, config.get("pads_end") or [0] * n)) if explicit
+                else [(0, 0)] * n)
+        exact = reference_pool(x, config["kernel"], config.get("strides") or [1] * n,
+                               config.get("dilations") or [1] * n,
                                pads, auto_pad, ROUNDING_FOR_REFERENCE[config["rounding_type"]],
                                "valid" if config["exclude_pad"] else "full_if_padded")
         past_the_end = np.isnan(exact) & (got == 0)
         assert config["rounding_type"] == "ceil" or not past_the_end.any()
         exact = np.where(past_the_end, 0.0, exact)
         taps = int(np.prod(config["kernel"]))
-        assert_close_to_exact(got, exact, np.full(exact.shape, np.max(np.abs(x[np.isfinite(x)]), initial=0.0)), taps, str(config))
+        assert_close_to_exact(got, exact, np.full(exact.shape, np.max(np.abs(x[np.isfinite(x)]), initial=0.0)), taps,
+                              str(config))
         checked += 1
 
 
@@ -282,8 +290,10 @@ LABEL = "OpenVINO AvgPool-16: "
     (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, version=15), ["`version` is 15", "1, 14, 16"]),
     (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, version=True), ["`version` is True"]),
     (lambda: avgpool.openvino.output_shape("1x1x4", [2], exclude_pad=True), [LABEL, "`input_shape`", "'1x1x4'"]),
-    (lambda: avgpool.openvino.output_shape((1, -1, 4), [2], exclude_pad=True), [LABEL, "`input_shape`", "non-negative"]),
-    (lambda: avgpool.openvino.output_shape((1, 1, 4, 4, 4, 4), [2] * 4, exclude_pad=True), [LABEL, "rank 6", "3, 4 or 5"]),
+    (lambda: avgpool.openvino.output_shape((1, -1, 4), [2], exclude_pad=True),
+     [LABEL, "`input_shape`", "non-negative"]),
+    (lambda: avgpool.openvino.output_shape((1, 1, 4, 4, 4, 4), [2] * 4, exclude_pad=True),
+     [LABEL, "rank 6", "3, 4 or 5"]),
     (lambda: avgpool.openvino.avg_pool(np.zeros((1, 4)), [2], exclude_pad=True), [LABEL, "rank 2"]),
     (lambda: avgpool.openvino.avg_pool(np.zeros((0, 1, 4)), [2], exclude_pad=True), [LABEL, "batch", "(0, 1, 4)"]),
     (lambda: avgpool.openvino.avg_pool(np.zeros((1, 0, 4)), [2], exclude_pad=True), [LABEL, "channel", "(1, 0, 4)"]),
@@ -293,21 +303,27 @@ LABEL = "OpenVINO AvgPool-16: "
      ["OpenVINO AvgPool-1: ", "`rounding_type` 'ceil_torch'", "AvgPool-14"]),
     (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, pads_begin=[0, 2], pads_end=[0, 0]),
      [LABEL, "`pads_begin` (0, 2)", "`exclude_pad`", "axis 1", "extent 2"]),
-    (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, pads_begin=[0, 0], pads_end=[3, 0], dilations=[2, 1]),
+    (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, pads_begin=[0, 0], pads_end=[3, 0],
+                                       dilations=[2, 1]),
      [LABEL, "`pads_end` (3, 0)", "axis 0", "extent 3"]),
     (lambda: avgpool.openvino.avg_pool(X, [2, 3], exclude_pad=True, dilations=[1, 2], rounding_type="ceil"),
      [LABEL, "`kernel` (2, 3)", "extent 5", "axis 1", "4 + 0 + 0"]),
-    (lambda: avgpool.openvino.avg_pool(X, [5, 1], exclude_pad=True, auto_pad="valid", pads_begin=[1, 1], pads_end=[1, 1]),
+    (lambda: avgpool.openvino.avg_pool(X, [5, 1], exclude_pad=True, auto_pad="valid", pads_begin=[1, 1],
+                                       pads_end=[1, 1]),
      [LABEL, "`kernel` (5, 1)", "4 + 0 + 0"]),
     (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, auto_pad="same"), [LABEL, "`auto_pad`", "'same'"]),
-    (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, rounding_type="round"), [LABEL, "`rounding_type`", "'round'"]),
+    (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad=True, rounding_type="round"),
+     [LABEL, "`rounding_type`", "'round'"]),
     (lambda: avgpool.openvino.avg_pool(X, [2, 2], exclude_pad="yes"), [LABEL, "`exclude_pad`", "'yes'"]),
     (lambda: avgpool.openvino.avg_pool(X, [2], exclude_pad=True), [LABEL, "`kernel`", "2 spatial axes"]),
     (lambda: avgpool.openvino.avg_pool(X, [2, 0], exclude_pad=True), [LABEL, "`kernel`", "positive"]),
     (lambda: avgpool.openvino.avg_pool(X, [2, 2], strides=[0, 1], exclude_pad=True), [LABEL, "`strides`", "positive"]),
-    (lambda: avgpool.openvino.avg_pool(X, [2, 2], dilations=[1, 0], exclude_pad=True), [LABEL, "`dilations`", "positive"]),
-    (lambda: avgpool.openvino.avg_pool(X, [2, 2], pads_begin=[-1, 0], exclude_pad=False), [LABEL, "`pads_begin`", ">= 0"]),
-    (lambda: avgpool.openvino.avg_pool(X, [2, 2], pads_end=[0], auto_pad="valid", exclude_pad=False), [LABEL, "`pads_end`", "1 values"]),
+    (lambda: avgpool.openvino.avg_pool(X, [2, 2], dilations=[1, 0], exclude_pad=True),
+     [LABEL, "`dilations`", "positive"]),
+    (lambda: avgpool.openvino.avg_pool(X, [2, 2], pads_begin=[-1, 0], exclude_pad=False),
+     [LABEL, "`pads_begin`", ">= 0"]),
+    (lambda: avgpool.openvino.avg_pool(X, [2, 2], pads_end=[0], auto_pad="valid", exclude_pad=False),
+     [LABEL, "`pads_end`", "1 values"]),
     (lambda: avgpool.openvino.avg_pool(X.astype(np.int32), [2, 2], exclude_pad=True), [LABEL, "int32", "float32"]),
 ])
 def test_every_rejection_names_the_dialect_and_the_attribute(call, fragments):

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_battery as _run_battery
 
 from avgpool.kernels import jit
-
-from helpers import run_battery as _run_battery
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

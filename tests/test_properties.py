@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 import pytest
+from helpers import FLOAT_DTYPES, assert_close_to_exact
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import avgpool
 from avgpool import engine, memo
 from avgpool.reference import reference_pool
-from helpers import FLOAT_DTYPES, assert_close_to_exact
 
 OPSETS = [1, 7, 10, 11, 19, 22]
 
@@ -434,10 +434,11 @@ def test_exact_planes_convert_through_float32_or_float64_alike():
     through float64 below that (values under about 2**-104). The same planes scaled by 2**-100
     (q < -127: float64) and by 2**100 (float32) are pooled exactly both ways: the results are
     each other's exactly, times 2**200, and the exact averages rounded."""
+    from helpers import ulp
+
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.kernels import running
     from avgpool.spec import Layout
-    from helpers import ulp
 
     k = max(engine.EXACT_RUNNING_MIN_KERNEL, 9)
     shape = (1, 3, 40, 48)

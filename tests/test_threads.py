@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from numba import njit
+from test_properties import configurations, edge_arrays, engine_settings
 
 import avgpool
 from avgpool import threads
 from avgpool.kernels import crew as crew_board
-from test_properties import configurations, edge_arrays, engine_settings
 
 pytestmark = pytest.mark.skipif(threads.thread_count() < 2, reason="needs numba threads >= 2")
 

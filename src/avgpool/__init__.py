@@ -8,8 +8,8 @@ array([[[2., 4.]]])
 from . import onednn, openvino
 from .api import AveragePool, average_pool, output_shape
 from .errors import AvgPoolError
-from .qlinear import qlinear_average_pool
 from .first_calls import cache_location, warmup
+from .qlinear import qlinear_average_pool
 
 __all__ = [
     "AveragePool", "AvgPoolError", "average_pool", "cache_location", "onednn", "openvino", "output_shape",

@@ -35,9 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 import dask.array as da
+import numpy as np
 from dask.array.core import concatenate3
 from dask.base import tokenize
 from dask.graph_manipulation import clone

@@ -177,7 +177,8 @@ def difference_lines(reference: tuple[AxisWindows, ...], outcome: DialectOutcome
         a, b = mine.windows.divisors(), theirs.windows.divisors()
         diffs = np.flatnonzero(a != b)
         for index in diffs[:limit].tolist():
-            lines.append(f"axis {mine.axis} window {index}: divisor factor {_num(b[index])} instead of {_num(a[index])}")
+            lines.append(f"axis {mine.axis} window {index}: divisor factor {_num(b[index])} "
+                         f"instead of {_num(a[index])}")
         if len(diffs) > limit:
             lines.append(f"axis {mine.axis}: {len(diffs) - limit} more windows with a different divisor")
     return lines or ["same shape, same divisors"]
@@ -223,7 +224,8 @@ def axis_lines(axis: AxisWindows, *, max_windows: int = 64, diagram_width: int =
     lines = ["  window  first tap  taps in input / in padding / past padding  divisor"
              + ("   " + "".join(_cell(p, g) for p in range(lo, hi)) if draw else "")]
     for w in shown:
-        row = f"  {w.index:>6}  {w.first_tap:>9}  {w.in_input:>13} / {w.in_padding:>10} / {w.past_padding:>12}  {_num(w.divisor):>7}"
+        row = (f"  {w.index:>6}  {w.first_tap:>9}  {w.in_input:>13} / {w.in_padding:>10} / {w.past_padding:>12}  "
+               f"{_num(w.divisor):>7}")
         if draw:
             marks = [" "] * (hi - lo)
             for p in range(w.taps[0], w.taps[-1] + 1):
@@ -322,7 +324,8 @@ def svg(axes: Sequence[AxisWindows], *, max_windows: int = 64, title: str = "") 
         out.append(f'<text x="8" y="{y + 13}"{weight}>{escape(label)}</text>')
         for column, kind, text in cells or ():
             x = _ROW_LABEL + column * _CELL
-            out.append(f'<rect x="{x}" y="{y}" width="{_CELL - 2}" height="{_CELL - 2}" fill="{_COLOURS[kind]}" stroke="#888"/>')
+            out.append(f'<rect x="{x}" y="{y}" width="{_CELL - 2}" height="{_CELL - 2}" '
+                       f'fill="{_COLOURS[kind]}" stroke="#888"/>')
             if text:
                 out.append(f'<text x="{x + 2}" y="{y + 12}" font-size="9">{escape(text)}</text>')
         y += _CELL + 4

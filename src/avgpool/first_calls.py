@@ -21,11 +21,12 @@ import numpy as np
 _THREADED = (2, 16, 128, 128)
 
 
-def _float(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2, layout: str = "NCX") -> Callable[[], None]:
+def _float(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2,
+           layout: str = "NCX") -> Callable[[], None]:
     def call() -> None:
-        from . import api
-
         import ml_dtypes  # noqa: F401 - numpy knows "bfloat16" by name once ml_dtypes is imported
+
+        from . import api
 
         x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(np.dtype(dtype))
         axes = len(shape) - 2
@@ -80,7 +81,8 @@ KINDS: dict[str, Callable[[], None]] = {
 }
 
 
-def warmup(kinds: Iterable[str] | None = None, *, report: Callable[[str, float], None] | None = None) -> dict[str, float]:
+def warmup(kinds: Iterable[str] | None = None, *,
+           report: Callable[[str, float], None] | None = None) -> dict[str, float]:
     """Load (or, where nothing is precompiled or cached for this machine, compile) the kernels of
     ``kinds`` (default: every one of :data:`KINDS`); the seconds each took. ``report(kind,
     seconds)`` is called after each. :func:`avgpool.cache_location` says where compiled kernels

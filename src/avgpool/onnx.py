@@ -181,7 +181,8 @@ class InputSpec:
         if np.dtype(array.dtype) != self.dtype:
             return f"has dtype {array.dtype}, the model declares {self.dtype}"
         if self.declared is not None:
-            if array.ndim != len(self.declared) or any(d is not None and d != n for d, n in zip(self.declared, array.shape)):
+            if (array.ndim != len(self.declared)
+                    or any(d is not None and d != n for d, n in zip(self.declared, array.shape))):
                 text = "x".join("?" if d is None else str(d) for d in self.declared)
                 return f"has shape {'x'.join(map(str, array.shape))}, the model declares {text}"
         return None
@@ -228,7 +229,8 @@ def generate_input(spec: InputSpec, *, seed: int = 0, kind: str = "random") -> n
     raise ValueError(f"cannot generate data of dtype {dtype} for input {spec.name!r}")
 
 
-def onnxruntime_outputs(model: Any, feeds: Mapping[str, np.ndarray], output_names: list[str] | None = None) -> list[np.ndarray]:
+def onnxruntime_outputs(model: Any, feeds: Mapping[str, np.ndarray],
+                        output_names: list[str] | None = None) -> list[np.ndarray]:
     """Run the model in onnxruntime (CPU) on the same feeds."""
     try:
         import onnxruntime

@@ -47,7 +47,8 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
     explicit pad as long as the dilated kernel, an attribute the version does not have, or any
     invalid value.
     """
-    key = call_key(x, (kernel, strides, pads_begin, pads_end, dilations), (exclude_pad, rounding_type, auto_pad, version))
+    key = call_key(x, (kernel, strides, pads_begin, pads_end, dilations),
+                   (exclude_pad, rounding_type, auto_pad, version))
     found = _CALLS.get(key)
     if found is not None:  # validated before: the prepared pool
         prepared, label, spec = found

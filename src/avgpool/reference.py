@@ -57,7 +57,8 @@ def reference_pool(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
     for out_index in itertools.product(*(range(n) for _, _, n in axes)):
         inside, in_padded = [], 0
         for taps in itertools.product(*(range(k) for k in kernel)):
-            position = tuple(out_index[i] * strides[i] - axes[i][0] + taps[i] * dilations[i] for i in range(len(spatial)))
+            position = tuple(out_index[i] * strides[i] - axes[i][0] + taps[i] * dilations[i]
+                             for i in range(len(spatial)))
             if all(0 <= position[i] < spatial[i] for i in range(len(spatial))):
                 inside.append(position)
             if all(-axes[i][0] <= position[i] < spatial[i] + axes[i][1] for i in range(len(spatial))):

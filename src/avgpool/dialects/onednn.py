@@ -35,7 +35,8 @@ def make_spec(input_shape: tuple[int, ...], layout: Layout, kernel: Any, *, stri
     """Validate oneDNN Graph AvgPool attributes for an input shape and translate them."""
     rank = len(input_shape)
     if rank not in (3, 4, 5):
-        raise AvgPoolError(f"the input has rank {rank} (shape {tuple(input_shape)}): oneDNN pooling takes rank 3, 4 or 5")
+        raise AvgPoolError(f"the input has rank {rank} (shape {tuple(input_shape)}): "
+                           "oneDNN pooling takes rank 3, 4 or 5")
     n = rank - 2
     spatial = tuple(input_shape[a] for a in layout.spatial_axes(rank))
     axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"

@@ -57,7 +57,8 @@ def auto_pad_name(auto_pad: Any) -> str:
 
 
 def _absent_before(name: str, since: int, version: int) -> AvgPoolError:
-    return AvgPoolError(f"`{name}` does not exist before AveragePool-{since} (opset {since}); this is AveragePool-{version}")
+    return AvgPoolError(f"`{name}` does not exist before AveragePool-{since} (opset {since}); "
+                        f"this is AveragePool-{version}")
 
 
 def make_spec(version: int, input_shape: tuple[int, ...], kernel_shape: Any, *, strides: Any = None, pads: Any = None,
@@ -75,7 +76,8 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel_shape: Any, *, 
         "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0)
     mode = _AUTO_PAD[auto_pad_name(auto_pad)]
     if mode is not PadMode.EXPLICIT and any(flat_pads):
-        raise AvgPoolError(f"`pads` is {flat_pads} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with auto_pad")
+        raise AvgPoolError(f"`pads` is {flat_pads} with `auto_pad` {auto_pad!r}: "
+                           "explicit pads cannot be used with auto_pad")
     ceil = as_flag("ceil_mode", ceil_mode)
     if ceil and version < 10:
         raise _absent_before("ceil_mode", 10, version)

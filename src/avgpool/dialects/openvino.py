@@ -35,7 +35,8 @@ def label(version: int) -> str:
 def check_version(version: Any) -> int:
     valid = isinstance(version, (int, np.integer)) and not isinstance(version, (bool, np.bool_))
     if not valid or int(version) not in VERSIONS:
-        raise AvgPoolError(f"OpenVINO AvgPool: `version` is {version!r}: it must be one of {', '.join(map(str, VERSIONS))}")
+        raise AvgPoolError(f"OpenVINO AvgPool: `version` is {version!r}: "
+                           f"it must be one of {', '.join(map(str, VERSIONS))}")
     return int(version)
 
 
@@ -52,9 +53,11 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel: Any, *, exclud
     """Validate OpenVINO AvgPool attributes for an NCX input shape and translate them."""
     rank = len(input_shape)
     if rank not in (3, 4, 5):
-        raise AvgPoolError(f"the input has rank {rank} (shape {tuple(input_shape)}): it must be 3, 4 or 5 (N x C x D1 ...)")
+        raise AvgPoolError(f"the input has rank {rank} (shape {tuple(input_shape)}): "
+                           "it must be 3, 4 or 5 (N x C x D1 ...)")
     if input_shape[0] == 0 or input_shape[1] == 0:
-        raise AvgPoolError(f"the input {tuple(input_shape)} has a batch or channel size of 0: OpenVINO requires both to be positive")
+        raise AvgPoolError(f"the input {tuple(input_shape)} has a batch or channel size of 0: "
+                           "OpenVINO requires both to be positive")
     n = rank - 2
     spatial = input_shape[2:]
     axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
@@ -66,7 +69,8 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel: Any, *, exclud
     mode = _AUTO_PAD[_enum_name("auto_pad", auto_pad, tuple(_AUTO_PAD))]
     # pads are ignored unless auto_pad is explicit, and OpenVINO then accepts any value, even negative
     pad_minimum = 0 if mode is PadMode.EXPLICIT else -MAX_ATTRIBUTE_VALUE
-    begins = (0,) * n if pads_begin is None else as_int_tuple("pads_begin", pads_begin, n, axes_text, minimum=pad_minimum)
+    begins = ((0,) * n if pads_begin is None
+              else as_int_tuple("pads_begin", pads_begin, n, axes_text, minimum=pad_minimum))
     ends = (0,) * n if pads_end is None else as_int_tuple("pads_end", pads_end, n, axes_text, minimum=pad_minimum)
     rounding_name = _enum_name("rounding_type", rounding_type, tuple(_ROUNDING))
     if version < _ROUNDING_SINCE[rounding_name]:
@@ -81,7 +85,8 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel: Any, *, exclud
                 if begin >= extent or end >= extent:
                     raise AvgPoolError(
                         f"`pads_begin` {begins} / `pads_end` {ends} with `exclude_pad` true: axis {axis} has a pad "
-                        f"of at least its dilated kernel extent {extent}, which OpenVINO refuses (a window of padding only)")
+                        f"of at least its dilated kernel extent {extent}, which OpenVINO refuses "
+                        "(a window of padding only)")
     elif mode is PadMode.VALID:
         pads = ((0, 0),) * n
     else:
