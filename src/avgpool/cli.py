@@ -6,36 +6,34 @@
 
 Errors in the user's input (attributes, files, shapes) print one line on stderr and exit with 2,
 never a traceback; ``run --check`` exits with 1 when onnxruntime disagrees beyond the tolerance.
+Ctrl-C prints one line and exits with 130 with every output file as it was, or, once the output is
+in place, lets the command end normally (:class:`_Interrupts`).
 """
 
 from __future__ import annotations
 
-import argparse
+import _thread
 import contextlib
-import itertools
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
 from io import BytesIO
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterator, Sequence
+    from typing import TextIO
 
-from . import api
-from .dialect_registry import (
-    AUTO_PAD_SPELLINGS,
-    DIALECTS,
-    POOL_DIALECTS,
-    ROUNDINGS,
-    DialectUnavailable,
-    Settings,
-    normalise_auto_pad,
-)
-from .errors import AvgPoolError
-from .io import FileFormatError
+    import numpy as np
+
+    from .dialect_registry import Settings
+
+# Nothing else is imported here: the console script imports this module before main() can handle
+# Ctrl-C, so numpy, argparse and the rest of avgpool are imported inside the functions (after
+# main() has installed its handler, tests/test_interrupts.py).
 
 #: Inputs at least this large show a progress line without --progress.
 PROGRESS_BYTES = 256 * 2**20
@@ -48,6 +46,8 @@ class UsageError(Exception):
 
 
 def _ints(text: str) -> list[int]:
+    import argparse
+
     try:
         return [int(part) for part in text.replace("x", ",").split(",") if part.strip()]
     except ValueError:
@@ -55,6 +55,8 @@ def _ints(text: str) -> list[int]:
 
 
 def _bool(text: str) -> bool:
+    import argparse
+
     folded = text.strip().lower()
     if folded in ("1", "true", "yes", "on"):
         return True
@@ -65,6 +67,8 @@ def _bool(text: str) -> bool:
 
 def _chunks(text: str) -> str | tuple[int | str, ...]:
     """``auto``, or one chunk length per axis: a positive integer, -1 (the whole axis) or auto."""
+    import argparse
+
     if text.strip().lower() == "auto":
         return "auto"
     chunks: list[int | str] = []
@@ -85,6 +89,10 @@ def _chunks(text: str) -> str | tuple[int | str, ...]:
 
 
 def _auto_pad(text: str) -> str:
+    import argparse
+
+    from .dialect_registry import AUTO_PAD_SPELLINGS, normalise_auto_pad
+
     if text.lower() not in AUTO_PAD_SPELLINGS:
         raise argparse.ArgumentTypeError(f"expected one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID, "
                                          f"got {text!r}")
@@ -92,6 +100,8 @@ def _auto_pad(text: str) -> str:
 
 
 def _format(array: np.ndarray) -> str:
+    import numpy as np
+
     return np.array2string(np.squeeze(array, axis=(0, 1)), precision=7, separator=" ", max_line_width=60)
 
 
@@ -111,6 +121,9 @@ def _side_by_side(*blocks: tuple[str, str]) -> str:
 
 def run_demo(out: TextIO | None = None) -> int:
     """Compute the worked examples of the ONNX AveragePool pages; 0 when every one matches."""
+    import numpy as np
+
+    from . import api
     from .examples import EXAMPLES, EXPLAIN_EXAMPLE
 
     out = out or sys.stdout
@@ -133,7 +146,7 @@ def run_demo(out: TextIO | None = None) -> int:
     print(file=out)
     print(f"== avgpool explain {' '.join(EXPLAIN_EXAMPLE.argv)}", file=out)
     print(f"   ({EXPLAIN_EXAMPLE.notes})", file=out)
-    main(["explain", *EXPLAIN_EXAMPLE.argv], stdout=out)
+    command_explain(build_parser().parse_args(["explain", *EXPLAIN_EXAMPLE.argv]), out)
     print("more: avgpool pool IN.npy|IN.png OUT.npy|OUT.png -k 3,3 ... (any dialect), "
           "avgpool run MODEL.onnx --check (see avgpool COMMAND --help)", file=out)
     return 1 if failures else 0
@@ -143,6 +156,8 @@ def run_demo(out: TextIO | None = None) -> int:
 
 
 def _add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str], *, quantized: bool = True) -> None:
+    from .dialect_registry import ROUNDINGS
+
     group = parser.add_argument_group("pooling attributes (one set of flags for every dialect)")
     group.add_argument("--dialect", default="onnx", choices=list(dialects),
                        help="whose rules to follow (default onnx)")
@@ -177,6 +192,8 @@ def _add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The flags as one dialect-neutral :class:`Settings`."""
+    from .dialect_registry import DIALECTS, Settings
+
     if args.pads is not None and (args.pads_begin is not None or args.pads_end is not None):
         raise UsageError("give either --pads (ONNX's flat list) or --pads-begin/--pads-end, not both")
     begin, end = args.pads_begin, args.pads_end
@@ -218,6 +235,8 @@ def _output_shape(input_shape: Sequence[int], spatial_out: Sequence[int], channe
 
 
 def _dialect_label(name: str, settings: Settings) -> str:
+    from .dialect_registry import DIALECTS
+
     if name == "onnx":
         from .dialects import onnx as onnx_dialect
 
@@ -231,6 +250,7 @@ def _dialect_label(name: str, settings: Settings) -> str:
 
 
 def command_shape(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .dialect_registry import DIALECTS
     from .shape import infer_output_shape
 
     settings = settings_from_args(args)
@@ -243,6 +263,7 @@ def command_shape(args: argparse.Namespace, stdout: TextIO) -> int:
 
 def command_explain(args: argparse.Namespace, stdout: TextIO) -> int:
     from . import explain, io
+    from .dialect_registry import DIALECTS
 
     settings = settings_from_args(args)
     spatial = _spatial(args.input_shape, settings.channels_last)
@@ -262,8 +283,8 @@ def command_explain(args: argparse.Namespace, stdout: TextIO) -> int:
         explain.png(axes, buffer, max_windows=args.max_windows, title=title)
         pictures[args.png] = buffer.getvalue()
     stdout.write(text)
-    for path, data in pictures.items():
-        with io.replacing(path) as fp:
+    for number, (path, data) in enumerate(pictures.items(), 1):
+        with io.replacing(path, commit=_INTERRUPTS.committing(last=number == len(pictures))) as fp:
             fp.write(data)
         print(f"wrote {path}", file=stdout)
     return 0
@@ -291,7 +312,8 @@ class Progress:
         self.last_step = step
         elapsed = time.perf_counter() - self.start
         left = elapsed / done * (self.total - done) if done else 0.0
-        line = f"avgpool: pooled {done}/{self.total} of N ({100 * done // max(self.total, 1)}%), {elapsed:.1f} s, ~{left:.1f} s left"
+        line = (f"avgpool: pooled {done}/{self.total} of N ({100 * done // max(self.total, 1)}%), {elapsed:.1f} s, "
+                f"~{left:.1f} s left")
         self.stream.write(("\r" + line) if self.tty else (line + "\n"))
         self.stream.flush()
 
@@ -301,7 +323,10 @@ class Progress:
             self.stream.flush()
 
 
-def _prepare(block: Any, args: argparse.Namespace, image_input: bool, channels_last: bool, quantized: bool) -> np.ndarray:
+def _prepare(block: Any, args: argparse.Namespace, image_input: bool, channels_last: bool,
+             quantized: bool) -> np.ndarray:
+    import numpy as np
+
     array = np.asarray(block)
     if image_input and channels_last:
         array = array.transpose(0, 2, 3, 1)
@@ -325,11 +350,14 @@ def _pooled(x: Any, batch: int, compute: Any, progress: Progress) -> Iterator[np
     consumer asks for the next batch, that is once the previous one is written."""
     n = x.shape[0]
     for start in range(0, max(n, 1), batch):
+        _INTERRUPTS.check()
         yield compute(x[start:start + batch])
         progress.update(min(start + batch, n))
 
 
 def _gathered(shape: tuple[int, ...], first: np.ndarray, rest: Iterator[np.ndarray]) -> np.ndarray:
+    import numpy as np
+
     if first.shape[0] == shape[0]:
         return first
     y = np.empty(shape, dtype=first.dtype)
@@ -342,7 +370,10 @@ def _gathered(shape: tuple[int, ...], first: np.ndarray, rest: Iterator[np.ndarr
 
 
 def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
+    import itertools
+
     from . import io
+    from .dialect_registry import DIALECTS
 
     settings = settings_from_args(args)
     if io.is_zarr(args.input) or io.is_zarr(args.output):
@@ -372,13 +403,15 @@ def command_pool(args: argparse.Namespace, stdout: TextIO) -> int:
     pooled = _pooled(x, batch, compute, progress)
     first = next(pooled)
     shape = (n,) + first.shape[1:]
+    commit = _INTERRUPTS.committing(last=True)
     if out_kind == "npy":  # streamed: an output larger than memory is never held whole
-        with io.replacing(args.output) as fp:
+        with io.replacing(args.output, commit=commit) as fp:
             io.write_npy_batches(fp, shape, first.dtype, itertools.chain([first], pooled))
     else:
         y = _gathered(shape, first, pooled)
         result = y.transpose(0, 3, 1, 2) if out_kind == "image" and settings.channels_last and y.ndim == 4 else y
-        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(tensor.key or "y"))
+        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(tensor.key or "y"),
+                        commit=commit)
     progress.close()
     seconds = time.perf_counter() - started
     if not args.quiet:
@@ -416,6 +449,7 @@ def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[
     """The input as a dask array in the chunks --chunks asks for (a zarr store's own by default),
     converted as :func:`_prepare` would; its key, and its shape and dtype as read."""
     from . import io
+    from .dialect_registry import DIALECTS
 
     quantized = DIALECTS[args.dialect].quantized
     if io.is_zarr(args.input):
@@ -454,8 +488,10 @@ def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtyp
     """The canonical spec and layout of dialect ``name`` (openvino, onednn) on an input of
     ``shape``, for avgpool.dask.pool_spec: the registry's, which is the dialect function's own
     translation, refused with the function's messages. The engine sees nothing of a dialect beyond it."""
-    from .dialect_registry import _load
-    from .errors import error_context
+    import numpy as np
+
+    from .dialect_registry import DIALECTS, _load
+    from .errors import AvgPoolError, error_context
     from .plan import make_plan
     from .shape import spatial_shape_of
 
@@ -482,21 +518,20 @@ def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtyp
 
 
 def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:
-    """The lazy pooled array; every attribute is validated here, before any chunk is read."""
+    """The lazy pooled array; every attribute is validated here, before any chunk is read. The
+    attributes are the registry's (one mapping per dialect), as for a file."""
+    import numpy as np
+
+    from .dialect_registry import onnx_attributes, qlinear_attributes
+
     if args.dialect == "qlinear":
-        if s.dilations and any(d != 1 for d in s.dilations):
-            raise AvgPoolError("QLinearAveragePool has no dilations")
+        attributes = qlinear_attributes(s)
         dtype = x.dtype if x.dtype in (np.dtype(np.uint8), np.dtype(np.int8)) else np.dtype(np.uint8)
-        return avgpool_dask.qlinear_average_pool(
-            x, np.float32(s.x_scale), np.array(s.x_zero_point, dtype=dtype), np.float32(s.y_scale),
-            np.array(s.y_zero_point, dtype=dtype), list(s.kernel), strides=s.strides and list(s.strides),
-            pads=s.onnx_pads(), auto_pad=s.auto_pad, ceil_mode=int(s.ceil), count_include_pad=int(s.include_pad),
-            channels_last=int(s.channels_last))
+        return avgpool_dask.qlinear_average_pool(x, np.float32(s.x_scale), np.array(s.x_zero_point, dtype=dtype),
+                                                 np.float32(s.y_scale), np.array(s.y_zero_point, dtype=dtype),
+                                                 **attributes)
     if args.dialect == "onnx":
-        return avgpool_dask.average_pool(x, list(s.kernel), strides=s.strides, pads=s.onnx_pads(),
-                                         auto_pad=s.auto_pad, ceil_mode=s.ceil, count_include_pad=s.include_pad,
-                                         dilations=s.dilations, opset=s.opset,
-                                         layout="NXC" if s.channels_last else "NCX")
+        return avgpool_dask.average_pool(x, **onnx_attributes(s), opset=s.opset, layout=s.layout.value)
     spec, layout = _dialect_spec(args.dialect, s, x.shape, x.dtype)
     return avgpool_dask.pool_spec(x, spec, layout)
 
@@ -536,6 +571,8 @@ def _pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) 
     """``pool`` when the input or the output is a zarr store: a dask graph from the input's chunks
     to the output's, never the whole array in memory (but for an .npz or image output, which is
     written whole)."""
+    import numpy as np
+
     from . import io
 
     da, avgpool_dask = _dask()
@@ -556,12 +593,13 @@ def _pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) 
     y = _dask_pooled(args, settings, x, avgpool_dask)
     progress = args.progress or (not args.quiet and sys.stderr.isatty())
     started = time.perf_counter()
+    commit = _INTERRUPTS.committing(last=True)
     if out_kind == "zarr":
         y = _regular(y)
-        with io.replacing_directory(args.output) as directory:
+        with io.replacing_directory(args.output, commit=commit) as directory:
             _store(y, io.create_zarr(directory, y.shape, tuple(max(c[0], 1) for c in y.chunks), y.dtype), progress)
     elif out_kind == "npy":
-        with io.replacing(args.output) as fp:
+        with io.replacing(args.output, commit=commit) as fp:
             target = io.npy_memmap(fp, y.shape, y.dtype)
             _store(y, target, progress)
             if isinstance(target, np.memmap):
@@ -572,7 +610,7 @@ def _pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) 
         _store(y, result, progress)
         if out_kind == "image" and settings.channels_last and result.ndim == 4:
             result = result.transpose(0, 3, 1, 2)
-        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(key or "y"))
+        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(key or "y"), commit=commit)
     seconds = time.perf_counter() - started
     if not args.quiet:
         chunks = "x".join(str(max(c[0], 1)) for c in y.chunks)
@@ -605,8 +643,12 @@ def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:
 
 
 def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
+    import numpy as np
+
     from . import io
     from . import onnx as avgpool_onnx
+    from .dialect_registry import DialectUnavailable
+    from .errors import AvgPoolError
 
     if not os.path.isfile(args.model):
         raise UsageError(f"{args.model}: no such file")
@@ -653,14 +695,15 @@ def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
     print(f"ran {args.model} (opset {opset}) with avgpool's pooling ops in {seconds:.2f} s", file=stdout)
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
-    for name, value in zip(names, outputs):
+    for number, (name, value) in enumerate(zip(names, outputs), 1):
         value = np.asarray(value)
         stats = ""
         if value.size and value.dtype.kind in "fiub":
             stats = f" min {np.nanmin(value):.6g} max {np.nanmax(value):.6g}"
         line = f"output {name}: {'x'.join(map(str, value.shape))} {value.dtype}{stats}"
         if args.output_dir:
-            io.write_tensor(files[name], value)
+            last = number == len(names) and not args.check
+            io.write_tensor(files[name], value, commit=_INTERRUPTS.committing(last=last))
             line += f" -> {files[name]}"
         print(line, file=stdout)
     if not args.check:
@@ -669,7 +712,8 @@ def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
     worst_ok = True
     for name, got, ref in zip(names, outputs, expected):
         abs_diff, rel_diff = avgpool_onnx.differences(ref, got)
-        ok = np.shape(got) == np.shape(ref) and bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol, equal_nan=True))
+        ok = np.shape(got) == np.shape(ref) and bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol,
+                                                                equal_nan=True))
         worst_ok &= ok
         print(f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
               f"[{'ok' if ok else 'DIFFERENT'} at rtol {args.rtol:g}, atol {args.atol:g}]", file=stdout)
@@ -679,11 +723,12 @@ def command_run(args: argparse.Namespace, stdout: TextIO) -> int:
 # ---------------------------------------------------------------- parser
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    pass
-
-
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from .dialect_registry import DIALECTS, POOL_DIALECTS
+
+    _Formatter = argparse.RawDescriptionHelpFormatter  # the examples in the descriptions keep their lines
     parser = argparse.ArgumentParser(
         prog="avgpool", formatter_class=_Formatter,
         description="Average pooling exactly as ONNX, ONNX Runtime, OpenVINO and oneDNN define it.",
@@ -696,7 +741,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  avgpool warmup\n"
                "run 'avgpool COMMAND --help' for each command's flags")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("demo", help="compute the worked examples of the ONNX spec and compare with the published outputs",
+    commands.add_parser("demo", help="compute the worked examples of the ONNX spec and compare with the published "
+                                     "outputs",
                         formatter_class=_Formatter,
                         description="Compute every worked example of the ONNX AveragePool pages and show input, "
                                     "attributes, avgpool's output and the published output side by side; then "
@@ -835,25 +881,140 @@ def command_warmup(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _one_interrupt() -> Iterator[None]:
-    """Ctrl-C raises KeyboardInterrupt once; later ones are ignored, so that they cannot cut short
-    the removal of a temporary file or the last message. Only where Python's own handler is in
-    place (in the main thread, and not when the shell started us with SIGINT ignored)."""
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield
-        return
+# ---------------------------------------------------------------- Ctrl-C
 
-    def interrupt(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        raise KeyboardInterrupt
+_BEFORE, _RUNNING, _COMMITTING, _DONE = "before", "running", "committing", "done"
 
-    signal.signal(signal.SIGINT, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+class _Interrupts:
+    """Ctrl-C (SIGINT) while :func:`main` runs: one KeyboardInterrupt, never an output half replaced.
+
+    - Ctrl-C raises KeyboardInterrupt in the main thread once, as soon as the command runs (one that
+      came while main() was starting is raised then); later ones are ignored, so that they cannot
+      cut short the removal of a temporary file or the last message.
+    - Python raises it wherever the main thread is, which can be a Python function called back by
+      compiled code (llvmlite's object cache while numba compiles: ctypes prints "Exception ignored
+      on calling ctypes callback function" with a traceback, drops the exception and carries on)
+      or a ``__del__``. Such a KeyboardInterrupt reaches ``sys.unraisablehook`` instead, where it
+      is not printed and is raised again a moment later; :meth:`check` (between batches) and each
+      commit raise it too if it has still not got through (an import can also turn it into an
+      ImportError that a library catches). After a Ctrl-C nothing unraisable is printed: objects
+      it left half built fail in their ``__del__`` (llvmlite's), which is no error of the command.
+    - Outputs are renamed into place under :meth:`committing`: a Ctrl-C that came before is raised
+      instead, and the old file stays; one during the rename is raised after it (the file is
+      complete), or after the command's last output ignored: the work is done, the command
+      completes normally. Once the command's work has ended, Ctrl-C is ignored too.
+    - When main() is the program (no argv: the console script, ``python -m avgpool``), SIGINT stays
+      ignored after it returns: Python puts SIGINT's default action back before its teardown
+      (0.1 to 0.2 s once numba has run), where a Ctrl-C would kill the process (exit status -2).
+
+    Only the main thread handles Ctrl-C, and only over Python's own handler: not when SIGINT was
+    ignored by whoever started the process (a background job), nor over an application's handler.
+    """
+
+    def __init__(self) -> None:
+        self.owner: int | None = None  # the thread whose main() handles Ctrl-C
+        self.phase = _DONE
+        self.requested = False  # a Ctrl-C came while the command could still be stopped
+        self.again = False  # its KeyboardInterrupt was swallowed: raise it once more
+        self.in_hook = False
+        self.unraisablehook: Any = None
+        self.timers: list[threading.Timer] = []
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.phase == _DONE or (self.requested and not self.again):
+            return
+        if self.in_hook:  # raised here, it would be swallowed once more
+            self._later()
+            return
+        self.requested, self.again = True, False
+        if self.phase == _RUNNING:
+            raise KeyboardInterrupt
+
+    def _unraisable(self, unraisable: Any) -> None:
+        if not self.requested:
+            self.unraisablehook(unraisable)
+        elif isinstance(unraisable.exc_value, KeyboardInterrupt) and self.phase != _DONE:
+            self.again, self.in_hook = True, True
+            try:
+                self._later()
+            finally:
+                self.in_hook = False
+
+    def _later(self) -> None:
+        """SIGINT once more in a millisecond, from another thread: raised now, or sent now, it
+        would be raised in the hook or in the callback that has just swallowed one."""
+        timer = threading.Timer(0.001, self._interrupt)
+        timer.daemon = True
+        self.timers.append(timer)
+        timer.start()
+
+    def _interrupt(self) -> None:
+        if self.phase != _DONE:
+            _thread.interrupt_main(signal.SIGINT)
+
+    def _mine(self) -> bool:
+        return self.owner is not None and self.owner == threading.get_ident()
+
+    @contextlib.contextmanager
+    def handling(self, *, program: bool) -> Iterator[bool]:
+        """Handle Ctrl-C while the block runs, if this thread can; yields whether it does."""
+        if (self.owner is not None or threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+            yield False
+            return
+        self.owner, self.phase, self.requested, self.again = threading.get_ident(), _BEFORE, False, False
+        self.unraisablehook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+        signal.signal(signal.SIGINT, self)
+        try:
+            yield True
+        finally:
+            self.phase = _DONE
+            for timer in self.timers:  # none may interrupt the caller once main() has returned
+                timer.cancel()
+                timer.join()
+            self.timers.clear()
+            signal.signal(signal.SIGINT, signal.SIG_IGN if program else signal.default_int_handler)
+            if not (program and self.requested):  # the program's teardown stays quiet after a Ctrl-C
+                sys.unraisablehook = self.unraisablehook
+            self.owner = None
+
+    def start(self) -> None:
+        """The command runs: a Ctrl-C raises KeyboardInterrupt (now, if one came before)."""
+        self.phase = _RUNNING
+        self.check()
+
+    def stop(self) -> None:
+        """The command's work has ended: a Ctrl-C is too late to stop any of it."""
+        self.phase = _DONE
+
+    def check(self) -> None:
+        """Raise the KeyboardInterrupt of a Ctrl-C that has not got through."""
+        if self.requested and self.phase == _RUNNING and self._mine():
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def committing(self, *, last: bool) -> Iterator[None]:
+        """Around the rename of a complete output into place (``commit`` of :func:`io.replacing`);
+        ``last``: the command's last work, after which a Ctrl-C is ignored."""
+        if self.phase != _RUNNING or not self._mine():
+            yield
+            return
+        self.phase = _COMMITTING
+        try:
+            if self.requested:  # it came before the output was complete: the old one stays
+                raise KeyboardInterrupt
+            yield
+        except BaseException:
+            self.phase = _RUNNING
+            raise
+        self.phase = _DONE if last else _RUNNING
+        if self.requested and not last:  # during the rename: this output is in place, the rest is not
+            raise KeyboardInterrupt
+
+
+_INTERRUPTS = _Interrupts()
+_COMMANDS = ("demo", "shape", "explain", "pool", "run", "warmup")
 
 
 def _command(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -862,26 +1023,51 @@ def _command(args: argparse.Namespace, stdout: TextIO) -> int:
     return run_demo(stdout) if args.command == "demo" else commands[args.command](args, stdout)
 
 
+def _failure(prefix: str, err: Exception) -> int:
+    """Exit code 2 and one line for an error in the user's input or files; other errors go on."""
+    from .dialect_registry import DialectUnavailable
+    from .errors import AvgPoolError
+    from .io import FileFormatError
+
+    if isinstance(err, (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError)):
+        message = str(err)
+    elif isinstance(err, MemoryError):  # e.g. absurd pads: an output of terabytes
+        message = f"not enough memory: {err or 'MemoryError'}"
+    elif isinstance(err, OSError):
+        message = f"{err.filename}: " if err.filename else ""
+        message += f"{err.strerror or err}"
+    else:
+        raise err
+    print(f"{prefix}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    stdout = stdout or sys.stdout
-    prefix = f"avgpool {args.command}"
-    with _one_interrupt():
+    """Run one command and return its exit code. Without ``argv`` this is the program itself (the
+    console script, ``python -m avgpool``): the command line is ``sys.argv``, and SIGINT stays
+    ignored once this returns, until the process has exited (:class:`_Interrupts`)."""
+    with _INTERRUPTS.handling(program=argv is None) as handled:
+        words = sys.argv[1:] if argv is None else list(argv)
+        prefix = f"avgpool {words[0]}" if words and words[0] in _COMMANDS else "avgpool"
+        code: int | None = None
         try:
-            return _command(args, stdout)
-        except KeyboardInterrupt:  # outputs are already cleaned up (io.replacing)
+            try:
+                if handled:
+                    _INTERRUPTS.start()
+                args = build_parser().parse_args(argv)
+                code = _command(args, stdout or sys.stdout)
+            finally:
+                if handled:
+                    _INTERRUPTS.stop()
+        except KeyboardInterrupt:  # the outputs are already cleaned up (io.replacing)
+            code = None
+        except Exception as err:  # noqa: BLE001 - _failure reports the user's errors and raises the others
+            # an import can turn a KeyboardInterrupt into an ImportError
+            code = None if handled and _INTERRUPTS.requested else _failure(prefix, err)
+        if code is None or (handled and _INTERRUPTS.requested):
             print(f"{prefix}: interrupted", file=sys.stderr)
             return 130
-        except (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError) as err:
-            print(f"{prefix}: error: {err}", file=sys.stderr)
-            return 2
-        except MemoryError as err:  # e.g. absurd pads: an output of terabytes
-            print(f"{prefix}: error: not enough memory: {err or 'MemoryError'}", file=sys.stderr)
-            return 2
-        except OSError as err:
-            where = f"{err.filename}: " if err.filename else ""
-            print(f"{prefix}: error: {where}{err.strerror or err}", file=sys.stderr)
-            return 2
+        return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -269,7 +269,7 @@ def _new_file_mode(path: str) -> int:
 
 
 @contextlib.contextmanager
-def replacing(path: Any) -> Iterator[BinaryIO]:
+def replacing(path: Any, *, commit: contextlib.AbstractContextManager[Any] | None = None) -> Iterator[BinaryIO]:
     """A new file that becomes ``path`` only when the block completes.
 
     The data goes to a temporary file in the target's directory (so the rename cannot cross file
@@ -277,6 +277,10 @@ def replacing(path: Any) -> Iterator[BinaryIO]:
     atomic: readers see the old file or the new one, never a part. On any exception (a full disk,
     a file-size limit, KeyboardInterrupt) the temporary file is removed and the target is left as
     it was; an OSError becomes a FileFormatError naming the target.
+
+    ``commit``, if given, is entered around the rename alone: the command line's Ctrl-C handling
+    (``avgpool.cli``), which refuses the rename when Ctrl-C came before it and keeps a Ctrl-C
+    during it from being raised between the rename and the end of the block.
     """
     target = os.path.realpath(os.fspath(path))  # through a symlink, as open() would write
     directory, name = os.path.split(target)
@@ -288,7 +292,8 @@ def replacing(path: Any) -> Iterator[BinaryIO]:
             fp.flush()
             os.fsync(fp.fileno())
         os.chmod(temporary, _new_file_mode(target))
-        os.replace(temporary, target)
+        with commit if commit is not None else contextlib.nullcontext():
+            os.replace(temporary, target)
     except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)  # by name: also when the interrupt came right after creating it
@@ -306,14 +311,15 @@ def write_npy_batches(fp: BinaryIO, shape: tuple[int, ...], dtype: np.dtype, bat
     fp.writelines(np.ascontiguousarray(batch, dtype=dtype).reshape(-1).view(np.uint8).data for batch in batches)
 
 
-def write_tensor(path: Any, array: np.ndarray, *, key: str = "y") -> None:
-    """Write by extension, through :func:`replacing`. ``key`` names the array in an .npz and must
-    be a :func:`safe_member_name`."""
+def write_tensor(path: Any, array: np.ndarray, *, key: str = "y",
+                 commit: contextlib.AbstractContextManager[Any] | None = None) -> None:
+    """Write by extension, through :func:`replacing` (with its ``commit``). ``key`` names the array
+    in an .npz and must be a :func:`safe_member_name`."""
     kind = check_suffix(path, writing=True)
     if kind == "npz":
         check_member_name(path, key)
     image = _image(path, array) if kind == "image" else None  # before the file: a refusal leaves no trace
-    with replacing(path) as fp:
+    with replacing(path, commit=commit) as fp:
         if kind == "npy":
             write_npy_batches(fp, array.shape, array.dtype, [array])
         elif kind == "npz":
@@ -432,7 +438,7 @@ def _interrupts_held() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def replacing_directory(path: Any) -> Iterator[str]:
+def replacing_directory(path: Any, *, commit: contextlib.AbstractContextManager[Any] | None = None) -> Iterator[str]:
     """A new directory (a zarr store) that becomes ``path`` only when the block completes.
 
     The block writes into a temporary directory beside the target (the same file system, so the
@@ -441,6 +447,8 @@ def replacing_directory(path: Any) -> Iterator[str]:
     temporary directory is removed and the target is left as it was; an OSError becomes a
     FileFormatError naming the target. Whoever writes into the directory must have stopped
     when the block ends (also when it raises): nothing may recreate files in it after removal.
+    ``commit``, if given, is entered around the swap instead of holding Ctrl-C off (see
+    :func:`replacing`).
     """
     target = os.path.realpath(os.fspath(path))
     directory, name = os.path.split(target)
@@ -449,7 +457,7 @@ def replacing_directory(path: Any) -> Iterator[str]:
     try:
         os.mkdir(temporary)
         yield temporary
-        with _interrupts_held():
+        with commit if commit is not None else _interrupts_held():
             replaced = os.path.lexists(target)
             if replaced:
                 os.rename(target, aside)
