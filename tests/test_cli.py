@@ -57,14 +57,16 @@ def test_demo():
 def test_shape_in_every_dialect():
     assert run(["shape", "1x3x32x32", "-k", "3,3", "-s", "2,2", "--ceil-mode"]) == (0, "1x3x16x16\n")
     assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode"]) == (0, "1x1x1\n")
-    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode", "--dialect", "openvino"]) == (0, "1x1x2\n")
+    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode",
+                "--dialect", "openvino"]) == (0, "1x1x2\n")
     assert run(["shape", "1x1x5", "-k", "1", "-s", "3", "--auto-pad", "same_upper", "--rounding-type", "ceil",
                 "--dialect", "openvino"]) == (0, "1x1x3\n")
 
 
 def test_shape_onednn_defaults_to_channels_last():
     assert run(["shape", "1x8x6x3", "-k", "2,2", "-s", "2,2", "--dialect", "onednn"]) == (0, "1x4x3x3\n")
-    assert run(["shape", "1x3x8x6", "-k", "2,2", "-s", "2,2", "--dialect", "onednn", "--layout", "NCX"]) == (0, "1x3x4x3\n")
+    assert run(["shape", "1x3x8x6", "-k", "2,2", "-s", "2,2", "--dialect", "onednn",
+                "--layout", "NCX"]) == (0, "1x3x4x3\n")
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["shape"], ["explain"], ["pool"], ["run"]])
@@ -266,12 +268,13 @@ def test_wrong_shapes_and_extensions(tmp_path, x, capsys):
     (tmp_path / "x.txt").write_text("1 2 3")
     fails(capsys, ["pool", tmp_path / "x.txt", tmp_path / "y.npy", "-k", "2,2"], "unknown extension '.txt'")
     fails(capsys, ["pool", tmp_path / "missing.npy", tmp_path / "y.npy", "-k", "2,2"], "no such file")
-    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1"], "2 values per spatial axis")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1"],
+          "2 values per spatial axis")
     fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1,1", "--pads-begin", "1,1"],
           "not both")
     fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "qlinear"], "uint8")
-    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino", "--layout", "NXC"],
-          "NCX only")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino",
+                   "--layout", "NXC"], "NCX only")
 
 
 # ---------------------------------------------------------------- run
