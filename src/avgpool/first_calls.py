@@ -29,6 +29,7 @@ def _float(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2,
         from . import api
 
         x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(np.dtype(dtype))
+        x.setflags(write=False)  # as a memory-mapped input is: the same compiled kernels serve writable ones
         axes = len(shape) - 2
         api.average_pool(x, [kernel] * axes, layout=layout, pads=[kernel // 2] * (2 * axes), opset=22)
     return call

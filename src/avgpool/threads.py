@@ -147,6 +147,12 @@ class _Crew:
         failed, and the caller should run the job itself."""
         if not self.lock.acquire(blocking=False):
             return False
+        if x.flags.writeable:
+            # the kernels only read x: typed read-only always, the compiled wait loop and the
+            # kernel's address are the same for a writable input and a read-only one (a memory
+            # map, avgpool pool's input), and the shipped precompiled ones serve both
+            x = x.view()
+            x.flags.writeable = False
         try:
             pool, address = self.pool(kernel, x, out, args)
             if self.sleeping:
