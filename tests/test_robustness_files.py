@@ -137,7 +137,9 @@ def test_sigint_mid_write_keeps_the_old_file(tmp_path, suffix):
         code = child.wait(timeout=60)
     stderr = output.lstrip(b"\0").decode()  # after the bytes that filled the pipe
     _assert_interrupted(code, stderr, "pool")
-    assert "pooled 1/4 of N" in stderr  # it was interrupted after the first batch of four
+    # (no check that the first progress line got out: the child is blocked writing it to the full
+    # pipe when the signal lands, and the KeyboardInterrupt cuts that write short; for .npy the
+    # temporary output existed by then, which is what makes this a mid-write interrupt)
     assert target.read_bytes() == OLD
     assert _listing(tmp_path) == before
 
