@@ -20,7 +20,7 @@ import pytest
 import avgpool
 import avgpool.onednn
 import avgpool.openvino
-from avgpool import cli
+from avgpool import cli, cli_chunked
 from avgpool.dialect_registry import DIALECTS, Settings
 
 # every spelling the CLI accepts, and each dialect's own
@@ -171,7 +171,7 @@ def test_chunked_pool_builds_the_functions_spec(config):
                         version=config.version, channels_last=config.channels_last)
     expected = _function_shape(config)
     try:
-        spec, layout = cli._dialect_spec(config.dialect, settings, config.shape, np.dtype(np.float32))
+        spec, layout = cli_chunked._dialect_spec(config.dialect, settings, config.shape, np.dtype(np.float32))
         shape = infer_output_shape(spec, config.shape, layout)
     except avgpool.AvgPoolError:
         assert expected is None
