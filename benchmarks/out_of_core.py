@@ -157,26 +157,14 @@ def store_bytes(store: Path) -> int:
     return sum(p.stat().st_size for p in store.rglob("*") if p.is_file())
 
 
-def source_state() -> str:
-    """The git commit of the avgpool being measured, and whether its src/ has uncommitted changes."""
-    import avgpool
-
-    root = Path(avgpool.__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], check=True,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"], check=True,
-                               capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "not a git checkout"
-    return f"git {head}{' + uncommitted src/ changes' if dirty else ''}"
-
-
 def gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
 def main(argv: list[str] | None = None) -> int:
+    # only the driver imports bench_dask (and avgpool with it): the timed jobs import what they measure
+    from bench_dask import source_state
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/avgpool-ooc"), help="where the stores go")
     parser.add_argument("--size", type=int, default=16384, help="H = W of the source (default 16384)")

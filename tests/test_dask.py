@@ -10,7 +10,7 @@ import dask  # noqa: E402
 
 import avgpool  # noqa: E402
 import avgpool.dask as avgpool_dask  # noqa: E402
-from tests.test_tiles import float_case, same_bits  # noqa: E402
+from tests.test_tiles import float_case, qlinear_case, same_bits  # noqa: E402
 
 
 def random_chunks(rng: np.random.Generator, n: int) -> tuple[int, ...]:
@@ -81,20 +81,7 @@ def test_qlinear_chunk_invariance_bit_for_bit(channels_last, tile_split):
     rng = np.random.default_rng(5 + channels_last)
     checked = 0
     for _ in range(60):
-        ndim = int(rng.integers(1, 4))
-        spatial = [int(rng.integers(1, 25 if ndim < 3 else 9)) for _ in range(ndim)]
-        kernel = list(spatial) if rng.random() < 0.15 else [int(rng.integers(1, 7)) for _ in range(ndim)]
-        mode = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
-        pads = [int(rng.integers(0, k)) for k in kernel] * 2 if mode == "NOTSET" and rng.random() < 0.6 else None
-        dtype = rng.choice([np.uint8, np.int8])
-        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
-        shape = [n, *spatial, c] if channels_last else [n, c, *spatial]
-        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape).astype(dtype)
-        attrs = dict(kernel_shape=kernel, strides=[int(rng.integers(1, 4)) for _ in range(ndim)], pads=pads,
-                     auto_pad=mode, ceil_mode=int(rng.integers(0, 2)), count_include_pad=int(rng.integers(0, 2)),
-                     channels_last=channels_last)
-        quant = (np.float32(rng.uniform(0.01, 0.2)), dtype(rng.integers(0, 5)), np.float32(rng.uniform(0.01, 0.2)),
-                 dtype(rng.integers(0, 10)))
+        x, attrs, quant = qlinear_case(rng, channels_last)
         try:
             whole = avgpool.qlinear_average_pool(x, *quant, **attrs)
         except avgpool.AvgPoolError as err:

@@ -167,29 +167,35 @@ def test_exact_allowed_mirrors_the_kernel_check():
     assert outcomes == {True, False}
 
 
+def qlinear_case(rng: np.random.Generator, channels_last: int):
+    """A random QLinearAveragePool input, its attributes (hashable values) and quantisation values."""
+    ndim = int(rng.integers(1, 4))
+    spatial = [int(rng.integers(1, 25 if ndim < 3 else 9)) for _ in range(ndim)]
+    kernel = tuple(spatial) if rng.random() < 0.15 else tuple(int(rng.integers(1, 7)) for _ in range(ndim))
+    mode = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    pads = tuple(int(rng.integers(0, k)) for k in kernel) * 2 if mode == "NOTSET" and rng.random() < 0.6 else None
+    dtype = rng.choice([np.uint8, np.int8])
+    n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
+    shape = [n, *spatial, c] if channels_last else [n, c, *spatial]
+    x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape).astype(dtype)
+    attrs = dict(kernel_shape=kernel, strides=tuple(int(rng.integers(1, 4)) for _ in range(ndim)), pads=pads,
+                 auto_pad=mode, ceil_mode=int(rng.integers(0, 2)), count_include_pad=int(rng.integers(0, 2)),
+                 channels_last=channels_last)
+    quant = (np.float32(rng.uniform(0.01, 0.2)), dtype(rng.integers(0, 5)), np.float32(rng.uniform(0.01, 0.2)),
+             dtype(rng.integers(0, 10)))
+    return x, attrs, quant
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_qlinear_tiles_are_the_whole_bit_for_bit(seed):
     rng = np.random.default_rng(seed)
     checked = 0
     for _ in range(60):
-        ndim = int(rng.integers(1, 4))
-        spatial = [int(rng.integers(1, 25 if ndim < 3 else 9)) for _ in range(ndim)]
-        kernel = list(spatial) if rng.random() < 0.15 else [int(rng.integers(1, 7)) for _ in range(ndim)]
-        mode = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
-        pads = [int(rng.integers(0, k)) for k in kernel] * 2 if mode == "NOTSET" and rng.random() < 0.6 else None
-        channels_last = int(rng.integers(0, 2))
-        dtype = rng.choice([np.uint8, np.int8])
-        n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
-        shape = [n, *spatial, c] if channels_last else [n, c, *spatial]
-        x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape).astype(dtype)
-        attributes = (tuple(kernel), tuple(int(rng.integers(1, 4)) for _ in range(ndim)), pads and tuple(pads), mode,
-                      int(rng.integers(0, 2)), int(rng.integers(0, 2)), channels_last)
-        quant = (np.float32(rng.uniform(0.01, 0.2)), dtype(rng.integers(0, 5)), np.float32(rng.uniform(0.01, 0.2)),
-                 dtype(rng.integers(0, 10)))
+        x, attrs, quant = qlinear_case(rng, int(rng.integers(0, 2)))
+        attributes = (attrs["kernel_shape"], attrs["strides"], attrs["pads"], attrs["auto_pad"], attrs["ceil_mode"],
+                      attrs["count_include_pad"], attrs["channels_last"])
         try:
-            whole = avgpool.qlinear_average_pool(x, *quant, kernel_shape=attributes[0], strides=attributes[1],
-                                                 pads=attributes[2], auto_pad=mode, ceil_mode=attributes[4],
-                                                 count_include_pad=attributes[5], channels_last=channels_last)
+            whole = avgpool.qlinear_average_pool(x, *quant, **attrs)
         except avgpool.AvgPoolError:
             continue
         t = tiles.qlinear_tiling(x.shape, x.dtype, *attributes)
