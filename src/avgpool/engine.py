@@ -16,7 +16,7 @@ import numpy as np
 from . import threads
 from .inputs import check_out
 from .memo import Memo
-from .plan import AxisPlan, make_plan
+from .plan import AxisPlan, make_plan, total_taps
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 
@@ -204,11 +204,12 @@ def block_size(geometry: AxisGeometry, taps: int, inner: int) -> int:
     return g.kernel if g.kernel >= crossover and taps > 3 * g.length else 0
 
 
-def block_sizes(geometry: tuple[AxisGeometry, ...], taps: list[int], channels: int) -> tuple[int, ...]:
-    """:func:`block_size` of every axis of a slab with ``channels`` values per position."""
+def block_sizes(geometry: tuple[AxisGeometry, ...], channels: int) -> tuple[int, ...]:
+    """:func:`block_size` of every axis of a slab with ``channels`` values per position: the one
+    rule for a whole input and its tiles (avgpool.tiles), whose sums must be the same."""
     lengths = [g.length for g in geometry]
-    return tuple(block_size(g, n, channels * math.prod(lengths[axis + 1:]))
-                 for axis, (g, n) in enumerate(zip(geometry, taps)))
+    return tuple(block_size(g, total_taps(g), channels * math.prod(lengths[axis + 1:]))
+                 for axis, g in enumerate(geometry))
 
 
 def is_global(plans: tuple[AxisPlan, ...]) -> bool:
@@ -224,7 +225,7 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
     # the plans are an intermediate, cached here with the tables (and bounded with them): not
     # in make_plan's own cache, which is bounded by count only
     plans = getattr(make_plan, "__wrapped__", make_plan)(spec, spatial_shape)
-    blocks = block_sizes(tuple(p.geometry for p in plans), [int(p.count.sum()) for p in plans], channels)
+    blocks = block_sizes(tuple(p.geometry for p in plans), channels)
     return tables_from_plans(plans, channels, blocks, is_global(plans))
 
 

@@ -31,13 +31,13 @@ import numpy as np
 from . import engine, qlinear_engine
 from .dialects import qlinear as qlinear_dialect
 from .inputs import check_out
-from .plan import AxisPlan, any_pad, axis_plan, total_taps
+from .plan import AxisPlan, any_pad, axis_plan
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 
 Ranges = tuple[tuple[int, int], ...]
 #: Plans and prepared pools of tiles a Tiling keeps (the tiles of one shape share them).
-_INNER_TILES = 256
+_SHARED_ENTRIES = 256
 #: Other cuts of at most this many outputs (a chunk's edges, the tiles along the input's border)
 #: are recognised by their plan, a key of 24 bytes per output.
 _KEYED_CUT = 4096
@@ -101,10 +101,10 @@ class Tiling:
     global_window: bool
     exact: bool  # float32 windows go by the exact running sums where a slab's values allow
     headroom: int  # the exact sums' bit budget (engine.headroom)
-    # tiles whose windows all lie inside the input, by their shape relative to their region:
-    # such tiles have the same tables (their plan, and their prepared pools per input shape),
-    # made once (a 64K-output tile's tables cost 30 times its kernel)
-    _inner_tiles: dict = field(default_factory=dict, repr=False)
+    # plans and prepared pools shared by tiles with the same plan (keyed by their shape relative
+    # to their region where all windows lie inside the input, else by the plan itself), made once:
+    # a 64K-output tile's tables cost 30 times its kernel
+    _shared: dict = field(default_factory=dict, repr=False)
 
     @property
     def spatial_axes(self) -> tuple[int, ...]:
@@ -143,7 +143,7 @@ class Tiling:
         if 0 <= lo and hi <= g.length and hi - lo >= 2:  # every window whole: its divisor is the kernel
             first, last = region if region is not None else (lo - lo % align, hi)
             key = ("plan", axis, stop - start, lo - first, last - first)
-            found = self._inner_tiles.get(key)
+            found = self._shared.get(key)
             if found is not None:
                 return found, first, key
         plan, lo = cut_plan(axis_plan(g, self.spec.divisor, any_pad(self.axes), start, stop), start, align, 2,
@@ -155,9 +155,9 @@ class Tiling:
         return plan, lo, key
 
     def _remember(self, key: tuple, value: Any) -> None:
-        if len(self._inner_tiles) >= _INNER_TILES:
-            self._inner_tiles.clear()
-        self._inner_tiles[key] = value
+        if len(self._shared) >= _SHARED_ENTRIES:
+            self._shared.clear()
+        self._shared[key] = value
 
     def pool(self, x: np.ndarray, outputs: Ranges, exact_slabs: np.ndarray | None = None,
              starts: tuple[int, ...] | None = None) -> np.ndarray:
@@ -196,7 +196,7 @@ class Tiling:
         """The tile's pools: by the exact sums (None unless :attr:`exact`) and by the float64 ones."""
         cuts = [self._cut(axis, start, stop, regions and regions[axis]) for axis, (start, stop) in enumerate(outputs)]
         key = ("pools", tuple(c[2] for c in cuts), shape) if all(c[2] is not None for c in cuts) else None
-        found = self._inner_tiles.get(key) if key is not None else None
+        found = self._shared.get(key) if key is not None else None
         if found is not None:
             return found
         plans = tuple(c[0] for c in cuts)
@@ -230,7 +230,7 @@ def tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layo
     dtype = np.dtype(dtype)
     geometry = resolve(spec, spatial_shape_of(shape, layout))
     channels = 1 if layout is Layout.NCX else shape[-1]
-    blocks = engine.block_sizes(geometry, [total_taps(g) for g in geometry], channels)
+    blocks = engine.block_sizes(geometry, channels)
     first_windows = tuple(axis_plan(g, spec.divisor, any_pad(geometry), 0, min(1, g.out)) for g in geometry)
     global_window = all(g.out > 0 for g in geometry) and engine.is_global(first_windows)
     exact = dtype == np.float32 and engine.uses_running(geometry, layout)
