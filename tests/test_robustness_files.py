@@ -398,7 +398,8 @@ def test_pool_with_absurd_pads_exits_2_with_one_line(tmp_path, capsys):
                                    ["-k", "2,2", "-s", "2,2"]])
 def test_explained_windows_are_the_engines_tables(dialect, flags):
     """explain computes each window on demand: the counts and divisors are the engine's plan's."""
-    from avgpool.cli import build_parser, settings_from_args
+    from avgpool.cli import build_parser
+    from avgpool.cli.flags import settings_from_args
     from avgpool.dialect_registry import DIALECTS
     from avgpool.explain import describe
     from avgpool.plan import make_plan

@@ -7,8 +7,8 @@
   batch never holds the whole input in memory.
 - Images (``.png``, ``.jpg``, ``.jpeg``, via Pillow, ``pip install 'avgpool[images]'``) are read as
   one N x C x H x W tensor (N = 1; C = 1 grey, 2 grey + alpha, 3 RGB, 4 RGBA), with the pixel values
-  unchanged (0..255 for 8-bit images, uint8; the command line converts to float32 for the float
-  dialects).
+  unchanged (0..255 for 8-bit images, uint8; :func:`as_pool_input` converts them to float32 for the
+  float dialects).
 - Writing an image: N must be 1 and C 1 to 4; each value is rounded half to even
   (``np.rint``), clipped to 0..255 and stored as 8 bits; NaN becomes 0.
 
@@ -218,6 +218,20 @@ def read_tensor(path: Any, *, key: str | None = None) -> Tensor:
         array, key = read_npz(path, key)
         return Tensor(array, "npz", key)
     return Tensor(read_image(path), "image")
+
+
+def as_pool_input(block: Any, *, dtype: str | None, image: bool, channels_last: bool, quantized: bool) -> np.ndarray:
+    """A block read from a file as the dialect takes it: an image's N x C x H x W turned channels
+    last if the dialect wants it, converted to ``dtype`` (``--dtype``), or an image to float32 for
+    the float dialects."""
+    array = np.asarray(block)
+    if image and channels_last:
+        array = array.transpose(0, 2, 3, 1)
+    if dtype:
+        array = array.astype(dtype)
+    elif image and not quantized:
+        array = array.astype(np.float32)
+    return np.ascontiguousarray(array) if image else array
 
 
 def to_image_pixels(array: np.ndarray) -> np.ndarray:

@@ -1,0 +1,122 @@
+"""The ``avgpool`` command: ``demo``, ``shape``, ``explain``, ``pool``, ``run`` and ``warmup``,
+each in its own module beside its flags (:mod:`avgpool.cli.flags` holds those they share).
+
+>>> main(["shape", "1x3x32x32", "-k", "3,3", "-s", "2,2", "--ceil-mode"])
+1x3x16x16
+0
+
+Errors in the user's input (attributes, files, shapes) print one line on stderr and exit with 2,
+never a traceback; ``run --check`` exits with 1 when onnxruntime disagrees beyond the tolerance.
+Ctrl-C prints one line and exits with 130 with every output file as it was, or, once the output is
+in place, lets the command end normally (:class:`avgpool.interrupts.Interrupts`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..interrupts import INTERRUPTS
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import TextIO
+
+# Nothing else is imported here: the console script imports this module before main() can handle
+# Ctrl-C, so numpy, argparse, the command modules and the rest of avgpool are imported inside the
+# functions (after main() has installed its handler, tests/test_interrupts.py).
+
+_COMMANDS = ("demo", "shape", "explain", "pool", "run", "warmup")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: each command adds its own parser and flags."""
+    import argparse
+
+    from . import demo, explain, pool, run, shape, warmup
+
+    parser = argparse.ArgumentParser(
+        prog="avgpool", formatter_class=argparse.RawDescriptionHelpFormatter,  # the examples keep their lines
+        description="Average pooling exactly as ONNX, ONNX Runtime, OpenVINO and oneDNN define it.",
+        epilog="examples:\n"
+               "  avgpool demo\n"
+               "  avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode\n"
+               "  avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode\n"
+               "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
+               "  avgpool run model.onnx --output-dir out --check\n"
+               "  avgpool warmup\n"
+               "run 'avgpool COMMAND --help' for each command's flags")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in (demo, shape, explain, pool, run, warmup):
+        command.add_parser(commands)
+    return parser
+
+
+def _command(args: argparse.Namespace, stdout: TextIO) -> int:
+    from . import demo, explain, pool, run, shape, warmup
+
+    commands = {"demo": demo, "shape": shape, "explain": explain, "pool": pool, "run": run, "warmup": warmup}
+    return commands[args.command].command(args, stdout)
+
+
+def _failure(prefix: str, err: Exception) -> int:
+    """Exit code 2 and one line for an error in the user's input or files; other errors go on."""
+    from ..dialect_registry import DialectUnavailable
+    from ..errors import AvgPoolError
+    from ..io import FileFormatError
+    from .flags import UsageError
+
+    if isinstance(err, (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError)):
+        message = str(err)
+    elif isinstance(err, MemoryError):  # e.g. absurd pads: an output of terabytes
+        message = f"not enough memory: {err or 'MemoryError'}"
+    elif isinstance(err, OSError):
+        message = f"{err.filename}: " if err.filename else ""
+        message += f"{err.strerror or err}"
+    else:
+        raise err
+    print(f"{prefix}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
+    """Run one command and return its exit code. Without ``argv`` this is the program itself (the
+    console script, ``python -m avgpool``): the command line is ``sys.argv``, and SIGINT stays
+    ignored once this returns, until the process has exited (:class:`avgpool.interrupts.Interrupts`)."""
+    with INTERRUPTS.handling(program=argv is None) as handled:
+        words = sys.argv[1:] if argv is None else list(argv)
+        prefix = f"avgpool {words[0]}" if words and words[0] in _COMMANDS else "avgpool"
+        code: int | None = None
+        try:
+            try:
+                if handled:
+                    INTERRUPTS.start()
+                args = build_parser().parse_args(argv)
+                code = _command(args, stdout or sys.stdout)
+            finally:
+                if handled:
+                    INTERRUPTS.stop()
+        except KeyboardInterrupt:  # the outputs are already cleaned up (io.replacing)
+            code = None
+        except Exception as err:  # noqa: BLE001 - _failure reports the user's errors and raises the others
+            # an import can turn a KeyboardInterrupt into an ImportError
+            code = None if handled and INTERRUPTS.requested else _failure(prefix, err)
+        if code is None or (handled and INTERRUPTS.requested):
+            print(f"{prefix}: interrupted", file=sys.stderr)
+            return 130
+        return code
+
+
+def __getattr__(name: str) -> Any:
+    """The names avgpool/cli_chunked.py takes from here, until it moves into this package."""
+    import importlib
+
+    names = {"UsageError": "UsageError", "_dialect_label": "dialect_label", "_refuse_overwriting": "refuse_overwriting"}
+    if name in names:
+        return getattr(importlib.import_module(".flags", __name__), names[name])
+    if name == "_prepare":
+        io = importlib.import_module("..io", __name__)
+        return lambda block, args, image, channels_last, quantized: io.as_pool_input(
+            block, dtype=args.dtype, image=image, channels_last=channels_last, quantized=quantized)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,144 @@
+"""``avgpool run``: an ONNX model run in onnx's ReferenceEvaluator with avgpool's pooling ops,
+inputs read or generated, outputs written, and optionally compared with onnxruntime."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from ..interrupts import INTERRUPTS
+from .flags import UsageError, refuse_overwriting
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import TextIO
+
+    import numpy as np
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    import argparse
+
+    run = commands.add_parser(
+        "run", help="run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, "
+                    "GlobalAveragePool and com.microsoft QLinearAveragePool (bound to the model's opset). "
+                    "Inputs come from .npy/.npz files or are generated (shapes from the model, symbolic "
+                    "dimensions set to 1); outputs go to NAME.npy files in --output-dir. --check runs the "
+                    "model in onnxruntime too and prints the max abs / rel differences (exit 1 beyond tolerance).",
+        epilog="examples:\n"
+               "  avgpool run model.onnx\n"
+               "  avgpool run model.onnx --input data_0=x.npy --output-dir out\n"
+               "  avgpool run model.onnx --generate ramp --check --rtol 1e-3")
+    run.add_argument("model", help="the .onnx file")
+    run.add_argument("--input", "-i", action="append", metavar="NAME=PATH", help="an input from .npy/.npz (repeatable)")
+    run.add_argument("--generate", choices=["random", "ramp"], default="random",
+                     help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test "
+                          "ramp arange(n)/n")
+    run.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    run.add_argument("--output-dir", "-o", help="write every output to DIR/NAME.npy")
+    run.add_argument("--opset", type=int, help="bind the pooling ops to this opset (default: the model's)")
+    run.add_argument("--check", action="store_true", help="compare with onnxruntime (if installed)")
+    run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --check (default 1e-4)")
+    run.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of --check (default 1e-6)")
+
+
+def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:
+    """DIR/NAME.npy per output, NAME made a plain file name. Names that would share a file (also
+    when they differ only in case, for case-insensitive file systems) get _2, _3 ...; names that
+    needed no change are served first, so they keep their file."""
+    from ..io import safe_member_name
+
+    taken: set[str] = set()
+    files = {}
+    for name in sorted(names, key=lambda name: safe_member_name(name, empty="output") != name):
+        stem = candidate = safe_member_name(name, empty="output")
+        number = 1
+        while candidate.lower() in taken:
+            number += 1
+            candidate = f"{stem}_{number}"
+        taken.add(candidate.lower())
+        files[name] = os.path.join(directory, candidate + ".npy")
+    return {name: files[name] for name in names}
+
+
+def command(args: argparse.Namespace, stdout: TextIO) -> int:
+    import numpy as np
+
+    from .. import io
+    from .. import onnx as avgpool_onnx
+    from ..dialect_registry import DialectUnavailable
+    from ..errors import AvgPoolError
+
+    if not os.path.isfile(args.model):
+        raise UsageError(f"{args.model}: no such file")
+    try:
+        model = avgpool_onnx.load_model(args.model)
+    except ImportError:
+        raise
+    except Exception as err:  # noqa: BLE001 - protobuf raises several kinds for a bad file
+        raise UsageError(f"{args.model} is not a valid ONNX model: {err}") from None
+    specs = {spec.name: spec for spec in avgpool_onnx.model_inputs(model)}
+    given: dict[str, str] = {}
+    for item in args.input or ():
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--input {item!r}: expected NAME=PATH")
+        if name not in specs:
+            raise UsageError(f"--input {name!r}: the model has no such input; its inputs are {sorted(specs)}")
+        given[name] = path
+    opset = args.opset or avgpool_onnx.model_opset(model) or 22
+    evaluator = avgpool_onnx.make_evaluator(model, opset=opset)
+    names = list(evaluator.output_names)
+    files = _output_files(args.output_dir, names) if args.output_dir else {}
+    for file in files.values():  # before any work
+        refuse_overwriting([args.model, *given.values()], file)
+    feeds: dict[str, np.ndarray] = {}
+    for name, path in given.items():
+        feeds[name] = np.asarray(io.read_tensor(path).array)
+        problem = specs[name].mismatch(feeds[name])
+        if problem:
+            raise UsageError(f"--input {name}={path}: the array {problem}")
+    for i, (name, spec) in enumerate(specs.items()):
+        if name not in feeds:
+            feeds[name] = avgpool_onnx.generate_input(spec, seed=args.seed + i, kind=args.generate)
+            print(f"input {name}: generated {args.generate} {'x'.join(map(str, spec.shape))} {spec.dtype}", file=stdout)
+    started = time.perf_counter()
+    try:
+        outputs = evaluator.run(None, feeds)
+    except (AvgPoolError, DialectUnavailable):
+        raise
+    except Exception as err:  # noqa: BLE001 - any node's failure is reported, not traced
+        print(f"avgpool run: the model failed in the reference evaluator: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - started
+    print(f"ran {args.model} (opset {opset}) with avgpool's pooling ops in {seconds:.2f} s", file=stdout)
+    if args.output_dir:
+        os.makedirs(args.output_dir, exist_ok=True)
+    for number, (name, value) in enumerate(zip(names, outputs), 1):
+        value = np.asarray(value)
+        stats = ""
+        if value.size and value.dtype.kind in "fiub":
+            stats = f" min {np.nanmin(value):.6g} max {np.nanmax(value):.6g}"
+        line = f"output {name}: {'x'.join(map(str, value.shape))} {value.dtype}{stats}"
+        if args.output_dir:
+            last = number == len(names) and not args.check
+            io.write_tensor(files[name], value, commit=INTERRUPTS.committing(last=last))
+            line += f" -> {files[name]}"
+        print(line, file=stdout)
+    if not args.check:
+        return 0
+    expected = avgpool_onnx.onnxruntime_outputs(model, feeds, names)
+    worst_ok = True
+    for name, got, ref in zip(names, outputs, expected):
+        abs_diff, rel_diff = avgpool_onnx.differences(ref, got)
+        ok = np.shape(got) == np.shape(ref) and bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol,
+                                                                equal_nan=True))
+        worst_ok &= ok
+        print(f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
+              f"[{'ok' if ok else 'DIFFERENT'} at rtol {args.rtol:g}, atol {args.atol:g}]", file=stdout)
+    return 0 if worst_ok else 1

@@ -1,0 +1,42 @@
+"""``avgpool warmup``: each kind of first call made once, so that later processes start warm."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+    from typing import TextIO
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    import argparse
+
+    from ..first_calls import KINDS
+
+    warmup = commands.add_parser(
+        "warmup", help="load or compile the kernels ahead of the first call (container images, CI)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Make each kind of first call once, so that later processes start warm: where the package "
+                    "ships precompiled kernels for this CPU this only loads them; elsewhere it compiles them "
+                    "(up to a minute per dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).",
+        epilog="examples:\n"
+               "  avgpool warmup\n"
+               "  avgpool warmup float32 qlinear-uint8\n"
+               "  NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile\n"
+               f"kinds: {', '.join(KINDS)}")
+    warmup.add_argument("kinds", nargs="*", metavar="KIND", help="kinds to warm up (default: all)")
+
+
+def command(args: argparse.Namespace, stdout: TextIO) -> int:
+    """Warm up the chosen kinds, a line each, then where compiled kernels are kept."""
+    from ..first_calls import cache_location, warmup
+    from ..kernels import jit
+
+    warmup(args.kinds or None, report=lambda kind, seconds: print(f"{kind:26s} {seconds:6.2f} s", file=stdout,
+                                                                         flush=True))
+    levels = jit.shipped_levels()
+    print(f"precompiled kernels: {levels[0] if levels else 'none for this CPU, numba and Python'}", file=stdout)
+    print(f"kernels compiled here are kept in: {cache_location() or 'no writable folder (set NUMBA_CACHE_DIR)'}",
+          file=stdout)
+    return 0
