@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import explain
 from avgpool.cli import main
+from avgpool.cli import windows as explain
 from avgpool.dialect_registry import Settings, qlinear_spec
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool.examples import EXAMPLES
+from avgpool.cli.examples import EXAMPLES
 from avgpool.reference import reference_average_pool
 
 

@@ -62,8 +62,8 @@ def run_demo(out: TextIO | None = None) -> int:
     import numpy as np
 
     from .. import api
-    from ..examples import EXAMPLES, EXPLAIN_EXAMPLE
     from . import explain
+    from .examples import EXAMPLES, EXPLAIN_EXAMPLE
 
     out = out or sys.stdout
     failures = 0

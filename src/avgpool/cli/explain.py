@@ -43,9 +43,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .. import explain as windows
     from .. import io
     from ..dialect_registry import DIALECTS
+    from . import windows
 
     settings = settings_from_args(args)
     spatial_shape = spatial(args.input_shape, settings.channels_last)

@@ -1,4 +1,5 @@
-"""Describe every pooling window of a canonical spec, and where the dialects disagree.
+"""The window tables of ``avgpool explain``: every pooling window of a canonical spec, and where
+the dialects disagree, as text, SVG and PNG.
 
 Windows follow :func:`avgpool.shape.resolve` (the engine's geometry) and the counting rules of
 :mod:`avgpool.plan`, computed per window when asked for (``tests/test_explain.py`` checks them
@@ -24,10 +25,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .dialect_registry import DialectUnavailable, Settings, comparison_rows
-from .errors import AvgPoolError
-from .shape import AxisGeometry, resolve
-from .spec import Divisor, PadMode, PoolSpec, Rounding
+from ..dialect_registry import DialectUnavailable, Settings, comparison_rows
+from ..errors import AvgPoolError
+from ..shape import AxisGeometry, resolve
+from ..spec import Divisor, PadMode, PoolSpec, Rounding
 
 #: Most windows (or picture columns) per axis for what needs all of them: listing every window,
 #: comparing the dialects window by window, drawing a picture.
