@@ -102,12 +102,12 @@ def test_pool_batch_by_batch_with_progress(tmp_path, x, capsys):
 
 
 def test_pool_large_npy_is_memory_mapped_and_written_batch_by_batch(tmp_path, monkeypatch):
-    import avgpool.io
+    import avgpool.cli.files
 
-    monkeypatch.setattr(avgpool.io, "MMAP_THRESHOLD", 1024)
+    monkeypatch.setattr(avgpool.cli.files, "MMAP_THRESHOLD", 1024)
     array = np.random.default_rng(1).random((6, 2, 10, 10)).astype(np.float64)
     np.save(tmp_path / "big.npy", array)
-    assert isinstance(avgpool.io.read_tensor(tmp_path / "big.npy").array, np.memmap)
+    assert isinstance(avgpool.cli.files.read_tensor(tmp_path / "big.npy").array, np.memmap)
     assert run(["pool", tmp_path / "big.npy", tmp_path / "out.npy", "-k", "3,3", "--batch-size", "4", "-q"])[0] == 0
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), avgpool.average_pool(array, [3, 3]))
 

@@ -50,10 +50,10 @@ sys.meta_path.insert(0, _SigintWhenLoading())
 
 SWALLOWED = '''
 import ctypes, signal, sys
-import avgpool.io
+import avgpool.cli.files
 from avgpool.cli import main
 
-write = avgpool.io.write_npy_batches
+write = avgpool.cli.files.write_npy_batches
 
 def interrupted():
     signal.raise_signal(signal.SIGINT)  # the KeyboardInterrupt is raised in this function
@@ -69,7 +69,7 @@ def in_an_except_clause(*args):  # as a library that catches it, or an import th
         pass
     write(*args)
 
-avgpool.io.write_npy_batches = {"callback": in_a_callback, "except": in_an_except_clause}[sys.argv.pop(1)]
+avgpool.cli.files.write_npy_batches = {"callback": in_a_callback, "except": in_an_except_clause}[sys.argv.pop(1)]
 sys.exit(main())
 '''
 
@@ -155,7 +155,8 @@ def test_the_command_line_module_imports_nothing_heavy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     heavy = {"avgpool", "numpy", "numba", "llvmlite", "scipy", "argparse", "zipfile", "shutil", "secrets"}
     loaded = [name for name in done.stdout.split() if name.split(".")[0] in heavy]
-    assert loaded == ["avgpool.cli", "avgpool.interrupts"], done.stdout  # the latter imports only the standard library
+    # the latter imports only the standard library
+    assert loaded == ["avgpool.cli", "avgpool.cli.interrupts"], done.stdout
 
 
 @pytest.mark.parametrize("entry, module, command", [

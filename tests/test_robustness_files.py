@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import avgpool
-import avgpool.io
+import avgpool.cli.files
 from avgpool.cli import main
 
 OLD = b"the user's previous result, which must survive\n"
@@ -325,7 +325,7 @@ def test_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch, capsys
           archive.open("x.npy", "w") as member):
         np.save(member, np.zeros((1, 1, 2048, 2048), np.float32))
     assert os.path.getsize(tmp_path / "bomb.npz") < 100_000
-    monkeypatch.setattr(avgpool.io, "available_memory", lambda: 2**20, raising=False)
+    monkeypatch.setattr(avgpool.cli.files, "available_memory", lambda: 2**20, raising=False)
     tracemalloc.start()
     try:
         code, _ = run(["pool", tmp_path / "bomb.npz", tmp_path / "y.npy", "-k", "2,2"])
@@ -340,7 +340,7 @@ def test_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch, capsys
 
 
 def test_available_memory_is_plausible():
-    assert 2**20 < avgpool.io.available_memory() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert 2**20 < avgpool.cli.files.available_memory() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 # ---------------------------------------------------------------- absurd pads: one line, bounded memory

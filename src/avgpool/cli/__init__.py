@@ -8,15 +8,15 @@ each in its own module beside its flags (:mod:`avgpool.cli.flags` holds those th
 Errors in the user's input (attributes, files, shapes) print one line on stderr and exit with 2,
 never a traceback; ``run --check`` exits with 1 when onnxruntime disagrees beyond the tolerance.
 Ctrl-C prints one line and exits with 130 with every output file as it was, or, once the output is
-in place, lets the command end normally (:class:`avgpool.interrupts.Interrupts`).
+in place, lets the command end normally (:class:`avgpool.cli.interrupts.Interrupts`).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..interrupts import INTERRUPTS
+from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
     import argparse
@@ -64,7 +64,7 @@ def _failure(prefix: str, err: Exception) -> int:
     """Exit code 2 and one line for an error in the user's input or files; other errors go on."""
     from ..dialect_registry import DialectUnavailable
     from ..errors import AvgPoolError
-    from ..io import FileFormatError
+    from .files import FileFormatError
     from .flags import UsageError
 
     if isinstance(err, (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError)):
@@ -83,7 +83,7 @@ def _failure(prefix: str, err: Exception) -> int:
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> int:
     """Run one command and return its exit code. Without ``argv`` this is the program itself (the
     console script, ``python -m avgpool``): the command line is ``sys.argv``, and SIGINT stays
-    ignored once this returns, until the process has exited (:class:`avgpool.interrupts.Interrupts`)."""
+    ignored once this returns, until the process has exited (:class:`avgpool.cli.interrupts.Interrupts`)."""
     with INTERRUPTS.handling(program=argv is None) as handled:
         words = sys.argv[1:] if argv is None else list(argv)
         prefix = f"avgpool {words[0]}" if words and words[0] in _COMMANDS else "avgpool"
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
             finally:
                 if handled:
                     INTERRUPTS.stop()
-        except KeyboardInterrupt:  # the outputs are already cleaned up (io.replacing)
+        except KeyboardInterrupt:  # the outputs are already cleaned up (files.replacing)
             code = None
         except Exception as err:  # noqa: BLE001 - _failure reports the user's errors and raises the others
             # an import can turn a KeyboardInterrupt into an ImportError
@@ -107,16 +107,3 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
             return 130
         return code
 
-
-def __getattr__(name: str) -> Any:
-    """The names avgpool/cli_chunked.py takes from here, until it moves into this package."""
-    import importlib
-
-    names = {"UsageError": "UsageError", "_dialect_label": "dialect_label", "_refuse_overwriting": "refuse_overwriting"}
-    if name in names:
-        return getattr(importlib.import_module(".flags", __name__), names[name])
-    if name == "_prepare":
-        io = importlib.import_module("..io", __name__)
-        return lambda block, args, image, channels_last, quantized: io.as_pool_input(
-            block, dtype=args.dtype, image=image, channels_last=channels_last, quantized=quantized)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,8 +6,8 @@ from __future__ import annotations
 from io import BytesIO
 from typing import TYPE_CHECKING
 
-from ..interrupts import INTERRUPTS
 from .flags import add_attribute_flags, dialect_label, ints, output_shape, settings_from_args, spatial
+from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
     import argparse
@@ -43,9 +43,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .. import io
     from ..dialect_registry import DIALECTS
-    from . import windows
+    from . import files, windows
 
     settings = settings_from_args(args)
     spatial_shape = spatial(args.input_shape, settings.channels_last)
@@ -66,7 +65,7 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
         pictures[args.png] = buffer.getvalue()
     stdout.write(text)
     for number, (path, data) in enumerate(pictures.items(), 1):
-        with io.replacing(path, commit=INTERRUPTS.committing(last=number == len(pictures))) as fp:
+        with files.replacing(path, commit=INTERRUPTS.committing(last=number == len(pictures))) as fp:
             fp.write(data)
         print(f"wrote {path}", file=stdout)
     return 0

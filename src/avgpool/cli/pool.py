@@ -1,6 +1,6 @@
 """``avgpool pool``: a tensor (.npy, .npz) or an image (PNG, JPEG) pooled into a file, batch by
 batch along N with a progress line; a zarr input or output goes chunk by chunk instead
-(:mod:`avgpool.cli_chunked`, imported only then)."""
+(:mod:`avgpool.cli.chunked`, imported only then)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..interrupts import INTERRUPTS
 from .flags import UsageError, add_attribute_flags, chunk_lengths, dialect_label, refuse_overwriting, settings_from_args
+from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
     import argparse
@@ -132,22 +132,22 @@ def _gathered(shape: tuple[int, ...], first: np.ndarray, rest: Iterator[np.ndarr
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
     import itertools
 
-    from .. import io
     from ..dialect_registry import DIALECTS
+    from . import files
 
     settings = settings_from_args(args)
-    if io.is_zarr(args.input) or io.is_zarr(args.output):
-        from ..cli_chunked import pool_chunked
+    if files.is_zarr(args.input) or files.is_zarr(args.output):
+        from .chunked import pool_chunked
 
         return pool_chunked(args, settings, stdout)
     if args.chunks is not None:
         raise UsageError("--chunks chooses the tiles of a zarr store's work: the input or the output must be one")
     dialect = DIALECTS[args.dialect]
-    out_kind = io.check_suffix(args.output, writing=True)  # before any work
+    out_kind = files.check_suffix(args.output, writing=True)  # before any work
     if args.output_key is not None:
-        io.check_member_name(args.output, args.output_key)
+        files.check_member_name(args.output, args.output_key)
     refuse_overwriting([args.input], args.output)
-    tensor = io.read_tensor(args.input, key=args.key)
+    tensor = files.read_tensor(args.input, key=args.key)
     x = tensor.array
     if x.ndim < 3:
         raise UsageError(f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... "
@@ -160,7 +160,7 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     started = time.perf_counter()
 
     def compute(block: Any) -> np.ndarray:
-        return dialect.call(io.as_pool_input(block, dtype=args.dtype, image=image_input,
+        return dialect.call(files.as_pool_input(block, dtype=args.dtype, image=image_input,
                                              channels_last=settings.channels_last, quantized=dialect.quantized),
                             settings)
 
@@ -169,12 +169,12 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     shape = (n,) + first.shape[1:]
     commit = INTERRUPTS.committing(last=True)
     if out_kind == "npy":  # streamed: an output larger than memory is never held whole
-        with io.replacing(args.output, commit=commit) as fp:
-            io.write_npy_batches(fp, shape, first.dtype, itertools.chain([first], pooled))
+        with files.replacing(args.output, commit=commit) as fp:
+            files.write_npy_batches(fp, shape, first.dtype, itertools.chain([first], pooled))
     else:
         y = _gathered(shape, first, pooled)
         result = y.transpose(0, 3, 1, 2) if out_kind == "image" and settings.channels_last and y.ndim == 4 else y
-        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(tensor.key or "y"),
+        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(tensor.key or "y"),
                         commit=commit)
     progress.close()
     seconds = time.perf_counter() - started

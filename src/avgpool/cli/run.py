@@ -8,8 +8,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from ..interrupts import INTERRUPTS
 from .flags import UsageError, refuse_overwriting
+from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
     import argparse
@@ -51,7 +51,7 @@ def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:
     """DIR/NAME.npy per output, NAME made a plain file name. Names that would share a file (also
     when they differ only in case, for case-insensitive file systems) get _2, _3 ...; names that
     needed no change are served first, so they keep their file."""
-    from ..io import safe_member_name
+    from .files import safe_member_name
 
     taken: set[str] = set()
     files = {}
@@ -69,10 +69,10 @@ def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
     import numpy as np
 
-    from .. import io
     from .. import onnx as avgpool_onnx
     from ..dialect_registry import DialectUnavailable
     from ..errors import AvgPoolError
+    from .files import read_tensor, write_tensor
 
     if not os.path.isfile(args.model):
         raise UsageError(f"{args.model}: no such file")
@@ -99,7 +99,7 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
         refuse_overwriting([args.model, *given.values()], file)
     feeds: dict[str, np.ndarray] = {}
     for name, path in given.items():
-        feeds[name] = np.asarray(io.read_tensor(path).array)
+        feeds[name] = np.asarray(read_tensor(path).array)
         problem = specs[name].mismatch(feeds[name])
         if problem:
             raise UsageError(f"--input {name}={path}: the array {problem}")
@@ -127,7 +127,7 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
         line = f"output {name}: {'x'.join(map(str, value.shape))} {value.dtype}{stats}"
         if args.output_dir:
             last = number == len(names) and not args.check
-            io.write_tensor(files[name], value, commit=INTERRUPTS.committing(last=last))
+            write_tensor(files[name], value, commit=INTERRUPTS.committing(last=last))
             line += f" -> {files[name]}"
         print(line, file=stdout)
     if not args.check:

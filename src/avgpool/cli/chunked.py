@@ -1,6 +1,6 @@
 """``avgpool pool`` when the input or the output is a zarr store: a dask graph from the input's
 chunks to the output's (avgpool.dask), never the whole array in memory, the output store moved
-into place only once complete. Imported by :func:`avgpool.cli.command_pool` when it is needed.
+into place only once complete. Imported by :mod:`avgpool.cli.pool` when it is needed.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .cli import UsageError, _dialect_label, _prepare, _refuse_overwriting
+from .flags import UsageError, dialect_label, refuse_overwriting
 from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from .dialect_registry import Settings
+    from ..dialect_registry import Settings
 
 
 def _dask() -> tuple[Any, Any]:
@@ -28,16 +28,16 @@ def _dask() -> tuple[Any, Any]:
     try:
         import dask.array as da
 
-        from . import dask as avgpool_dask
+        from .. import dask as avgpool_dask
     except ImportError as err:
         raise ImportError(f"zarr stores need dask and zarr: install avgpool[dask] ({err})") from None
     return da, avgpool_dask
 
 
 def _refuse_nested(input_path: str, output: str) -> None:
-    """Beyond :func:`_refuse_overwriting`: with a store, one path inside the other is refused too
-    (an output store replacing the group the input array is in, or an output written into the
-    input store)."""
+    """Beyond :func:`~avgpool.cli.flags.refuse_overwriting`: with a store, one path inside the
+    other is refused too (an output store replacing the group the input array is in, or an output
+    written into the input store)."""
     source, target = os.path.realpath(input_path), os.path.realpath(output)
     if os.path.commonpath([source, target]) in (source, target):
         raise UsageError(f"{output} is the input store {input_path}, holds it or is inside it: "
@@ -46,22 +46,23 @@ def _refuse_nested(input_path: str, output: str) -> None:
 
 def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[Any, str | None, str]:
     """The input as a dask array in the chunks --chunks asks for (a zarr store's own by default),
-    converted as :func:`_prepare` would; its key, and its shape and dtype as read."""
-    from . import io
-    from .dialect_registry import DIALECTS
+    converted by :func:`~avgpool.cli.files.as_pool_input`; its key, and its shape and dtype as read."""
+    from ..dialect_registry import DIALECTS
+    from . import files
 
     quantized = DIALECTS[args.dialect].quantized
-    if io.is_zarr(args.input):
-        z = io.open_zarr(args.input, args.key)
+    if files.is_zarr(args.input):
+        z = files.open_zarr(args.input, args.key)
         chunks = _checked_chunks(args.chunks, z.ndim)
         x, kind, key = da.from_zarr(z, chunks=chunks), "zarr", args.key
         read = f"{'x'.join(map(str, z.shape))} {z.dtype}"
     else:
-        tensor = io.read_tensor(args.input, key=args.key)
+        tensor = files.read_tensor(args.input, key=args.key)
         array = tensor.array
         read = f"{'x'.join(map(str, array.shape))} {array.dtype}"
         if tensor.kind == "image":  # a picture is small: converted whole, as for a file output
-            array = _prepare(array, args, True, settings.channels_last, quantized)
+            array = files.as_pool_input(array, dtype=args.dtype, image=True, channels_last=settings.channels_last,
+                                        quantized=quantized)
         chunks = _checked_chunks(args.chunks, array.ndim)
         # name=False: the graph's name is not a hash of the whole input
         x = da.from_array(array, chunks="auto" if chunks is None else chunks, name=False)
@@ -89,18 +90,18 @@ def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtyp
     translation, refused with the function's messages. The engine sees nothing of a dialect beyond it."""
     import numpy as np
 
-    from .dialect_registry import DIALECTS, _load
-    from .errors import AvgPoolError, error_context
-    from .plan import make_plan
-    from .shape import spatial_shape_of
+    from ..dialect_registry import DIALECTS, _load
+    from ..errors import AvgPoolError, error_context
+    from ..plan import make_plan
+    from ..shape import spatial_shape_of
 
     if name == "openvino":
-        from .dialects import openvino as dialect
+        from ..dialects import openvino as dialect
 
         _load("avgpool.openvino", "avg_pool", "the OpenVINO dialect")
         label = dialect.label(dialect.check_version(s.version))
     else:
-        from .dialects import onednn as dialect
+        from ..dialects import onednn as dialect
 
         _load("avgpool.onednn", "avg_pool", "the oneDNN dialect")
         label = dialect.LABEL
@@ -121,7 +122,7 @@ def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: An
     attributes are the registry's (one mapping per dialect), as for a file."""
     import numpy as np
 
-    from .dialect_registry import onnx_attributes, qlinear_attributes
+    from ..dialect_registry import onnx_attributes, qlinear_attributes
 
     if args.dialect == "qlinear":
         attributes = qlinear_attributes(s)
@@ -172,22 +173,22 @@ def pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -
     written whole)."""
     import numpy as np
 
-    from . import io
+    from . import files
 
     da, avgpool_dask = _dask()
-    io.zarr_module()  # missing: said before any work
-    zarr_output = io.is_zarr(args.output)
-    out_kind = "zarr" if zarr_output else io.check_suffix(args.output, writing=True)  # before any work
+    files.zarr_module()  # missing: said before any work
+    zarr_output = files.is_zarr(args.output)
+    out_kind = "zarr" if zarr_output else files.check_suffix(args.output, writing=True)  # before any work
     if args.batch_size is not None:
         raise UsageError("--batch-size is for files; with a zarr store the work goes chunk by chunk (--chunks)")
     if args.output_key is not None:
         if zarr_output:
             raise UsageError("--output-key names the array of an .npz output; a zarr output store is one array")
-        io.check_member_name(args.output, args.output_key)
-    _refuse_overwriting([args.input], args.output)
+        files.check_member_name(args.output, args.output_key)
+    refuse_overwriting([args.input], args.output)
     _refuse_nested(args.input, args.output)
     if zarr_output:
-        io.check_zarr_target(args.output)
+        files.check_zarr_target(args.output)
     x, key, read = _lazy_input(args, settings, da)
     y = _dask_pooled(args, settings, x, avgpool_dask)
     progress = args.progress or (not args.quiet and sys.stderr.isatty())
@@ -195,11 +196,11 @@ def pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -
     commit = INTERRUPTS.committing(last=True)
     if out_kind == "zarr":
         y = _regular(y)
-        with io.replacing_directory(args.output, commit=commit) as directory:
-            _store(y, io.create_zarr(directory, y.shape, tuple(max(c[0], 1) for c in y.chunks), y.dtype), progress)
+        with files.replacing_directory(args.output, commit=commit) as directory:
+            _store(y, files.create_zarr(directory, y.shape, tuple(max(c[0], 1) for c in y.chunks), y.dtype), progress)
     elif out_kind == "npy":
-        with io.replacing(args.output, commit=commit) as fp:
-            target = io.npy_memmap(fp, y.shape, y.dtype)
+        with files.replacing(args.output, commit=commit) as fp:
+            target = files.npy_memmap(fp, y.shape, y.dtype)
             _store(y, target, progress)
             if isinstance(target, np.memmap):
                 target.flush()
@@ -209,11 +210,12 @@ def pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -
         _store(y, result, progress)
         if out_kind == "image" and settings.channels_last and result.ndim == 4:
             result = result.transpose(0, 3, 1, 2)
-        io.write_tensor(args.output, result, key=args.output_key or io.safe_member_name(key or "y"), commit=commit)
+        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(key or "y"),
+                           commit=commit)
     seconds = time.perf_counter() - started
     if not args.quiet:
         chunks = "x".join(str(max(c[0], 1)) for c in y.chunks)
-        print(f"{args.input} {read} -> {_dialect_label(args.dialect, settings)} "
+        print(f"{args.input} {read} -> {dialect_label(args.dialect, settings)} "
               f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} "
               f"(chunks {chunks}) in {seconds:.2f} s", file=stdout)
     return 0

@@ -293,7 +293,7 @@ def replacing(path: Any, *, commit: contextlib.AbstractContextManager[Any] | Non
     it was; an OSError becomes a FileFormatError naming the target.
 
     ``commit``, if given, is entered around the rename alone: the command line's Ctrl-C handling
-    (``avgpool.cli``), which refuses the rename when Ctrl-C came before it and keeps a Ctrl-C
+    (:mod:`avgpool.cli`), which refuses the rename when Ctrl-C came before it and keeps a Ctrl-C
     during it from being raised between the rename and the end of the block.
     """
     target = os.path.realpath(os.fspath(path))  # through a symlink, as open() would write

@@ -127,7 +127,7 @@ class Interrupts:
 
     @contextlib.contextmanager
     def committing(self, *, last: bool) -> Iterator[None]:
-        """Around the rename of a complete output into place (``commit`` of :func:`io.replacing`);
+        """Around the rename of a complete output into place (``commit`` of :func:`files.replacing`);
         ``last``: the command's last work, after which a Ctrl-C is ignored."""
         if self.phase != _RUNNING or not self._mine():
             yield
