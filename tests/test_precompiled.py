@@ -40,6 +40,23 @@ def test_the_shipped_kernels_are_built_from_the_current_sources(level):
         assert index, f"{level}: no current precompiled {dispatcher.py_func.__name__}: run tools/precompile.py"
 
 
+def test_the_stamp_covers_every_kernel_module(tmp_path):
+    # pool_slabs links in kernels from other modules (small_planes, halfwidth): a change to any of
+    # them must make its cached and shipped machine code stale, not only a change to separable.py
+    kernels = SRC / "avgpool" / "kernels"
+    stamps = set()
+    for name in ("small_planes.py", "halfwidth.py", "separable.py"):
+        copy = tmp_path / name.removesuffix(".py")
+        copy.mkdir()
+        for source in kernels.glob("*.py"):
+            shutil.copy(source, copy / source.name)
+        (copy / name).write_text((copy / name).read_text() + "\n# changed\n")
+        stamps.add(jit.sources_stamp(copy))
+    assert len(stamps) == 3 and jit.sources_stamp(kernels) not in stamps
+    for dispatcher in _entry_kernels():
+        assert dispatcher._cache._file(str(tmp_path))._source_stamp == jit.sources_stamp(), dispatcher
+
+
 @needs_a_level
 def test_every_kind_of_first_call_loads_shipped_kernels_and_compiles_nothing(tmp_path):
     result = _run_battery(tmp_path)

@@ -67,6 +67,11 @@ EXACT_RUNNING_MIN_KERNEL = 5
 # what the check has just read (a whole 2 MiB piece at once cost 5-10% more, measured)
 EXACT_GROUP_BYTES = 1 << 18
 
+# NCX planes of at most this many values, pooled by windows of at most 3 x 3 taps at stride 1 with
+# an output the size of the input, go by kernels/small_planes.py (serial, 1x1024x7x7 3x3 p1:
+# 26 us against 49; 1x576x14x14: 57 against 71; 1x192x28x28 was no faster).
+SMALL_PLANE_VALUES = 256
+
 # An axis with more outputs than this is pooled in tiles of TILE_OUTPUTS outputs along it
 # (avgpool.tiles, the same bits): the window tables take 48 bytes per output along each axis,
 # with the plans and temporaries 200: 3.4 GiB more than a 1 x 1 x 32M input and its output.
@@ -83,9 +88,10 @@ class KernelTables:
 
     ``axes[i]`` = (length, outputs, offset into the concatenated tables, dilation, stride,
     block size or 0 for direct sums, first and one-past-last output whose window lies wholly
-    inside the input). ``scales`` are the reciprocals of the divisors: a float64 divide per
-    output costs more than the whole sum, and the extra rounding (2**-53 relative) is far below a
-    float32 ulp; a zero divisor gives inf, and 0 * inf = NaN for an empty window.
+    inside the input, and the axis's pad_begin where :func:`small_planes` holds, else -1).
+    ``scales`` are the reciprocals of the divisors: a float64 divide per output costs more than
+    the whole sum, and the extra rounding (2**-53 relative) is far below a float32 ulp; a zero
+    divisor gives inf, and 0 * inf = NaN for an empty window.
     ``band_row_size`` and ``band_extra_size`` size the scratch when a slab is pooled in bands of
     outputs of the first axis (see :func:`band_and_scratch`).
     ``global_scale`` > 0 marks global pooling (one window per axis covering the whole input),
@@ -247,10 +253,13 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
         band_row = max(band_row, math.prod(outs[1:axis + 1]) * inner)
         if axis > 0:
             band_extra = max(band_extra, g.length * inner)
-        rows.append((g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p)))
+        rows.append([g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p), -1])
         splits.append(_block_splits(p, block))
+    if small_planes(plans, channels, blocks, global_window):
+        for row, p in zip(rows, plans):
+            row[-1] = p.geometry.pad_begin
     return KernelTables(
-        axes=np.asarray(rows, dtype=np.int64).reshape(len(plans), 8),
+        axes=np.asarray(rows, dtype=np.int64).reshape(len(plans), 9),
         firsts=np.concatenate([p.first for p in plans]).astype(np.int64),
         counts=np.concatenate([p.count for p in plans]).astype(np.int64),
         splits=np.concatenate(splits),
@@ -261,6 +270,19 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
         band_extra_size=band_extra,
         windows_overlap=any(p.geometry.stride < p.geometry.extent for p in plans),
     )
+
+
+def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool) -> bool:
+    """Whether the slabs are pooled by :mod:`.kernels.small_planes`: 2-D NCX planes of at most
+    SMALL_PLANE_VALUES values, every axis with direct sums of at most 3 taps at stride 1, no
+    dilation, as many outputs as inputs, and windows that start at most 2 before their output.
+    (The bits are those of the separable passes: this only picks the faster loops.)"""
+    if len(plans) != 2 or channels != 1 or global_window or any(blocks):
+        return False
+    if math.prod(p.geometry.length for p in plans) > SMALL_PLANE_VALUES:
+        return False
+    return all(g.stride == 1 and g.dilation == 1 and g.kernel <= 3 and g.out == g.length and 0 <= g.pad_begin < g.kernel
+               for g in (p.geometry for p in plans))
 
 
 def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:

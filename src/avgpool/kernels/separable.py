@@ -17,7 +17,7 @@ sum holds only taps of the window it serves, so a NaN, an Inf or the rounding er
 value reaches only windows that contain it
 (tests/test_properties.py::test_huge_value_leaves_no_error_in_other_windows).
 
-Inner loops index whole arrays at unsigned offsets (``_U``): numba then drops its
+Inner loops index whole arrays at unsigned offsets (``U``): numba then drops its
 negative-index wraparound test and LLVM vectorises the loop (3 to 5 times faster here); and no
 loop takes slices, because each numba slice costs two atomic reference-count updates (slices
 per row made a 28x28 pool four times slower than its arithmetic).
@@ -31,16 +31,9 @@ from __future__ import annotations
 import numpy as np
 
 from .halfwidth import narrow, widen
-from .jit import kernel
+from .jit import COMPUTE, JIT, U, kernel
+from .small_planes import block_planes, fill_tables, pool_small_planes
 
-_JIT = dict(nogil=True, error_model="numpy", boundscheck=None)
-# Functions that allocate nothing are compiled without numba's reference counting: with it, every
-# call that passes arrays costs two atomic updates per array (measured: 47 ns per call with eight
-# arrays, ~0.2 us per group of slabs through the pass functions), and two threads updating the
-# counts of the same tables fight over their cache lines. Only the entry points allocate; the
-# arrays they pass down outlive every call below them.
-_COMPUTE = dict(_JIT, _nrt=False)
-_U = np.uint64
 # Constant arguments of inner calls as numpy scalars: numba compiles a function once more for each
 # combination of literal arguments (a Python 0, 1 or True), every copy costing seconds of LLVM
 # time. The literals kept (stride 1, the single row of a joined pass) measured a few % faster.
@@ -52,33 +45,33 @@ TILE_ROWS = 16
 TILE_MAX_LENGTH = 2048
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _side_by_side(taps, tap_step, stride):
     """Whether windows go by :func:`_side_by_side_sums`: 4 or 8 contiguous taps at that stride."""
     return tap_step == 1 and stride == taps and (taps == 4 or taps == 8)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _side_by_side_sums(src, p, dst, o, m, taps, scale, acc):
     """``dst[o + i] = scale * sum_j src[p + taps*i + j]`` for ``i < m``, ``taps`` 4 or 8: windows
     side by side along a contiguous axis, summed in pairs, each level a loop of literal stride 2,
     which LLVM vectorises (a loop of stride 4 stays scalar: 250 -> 77 ps per input value, in
     cache). ``acc`` holds ``m * taps`` values."""
     f64 = np.float64
-    one, two = _U(1), _U(2)
-    pairs = _U(m) * _U(taps) // two
+    one, two = U(1), U(2)
+    pairs = U(m) * U(taps) // two
     for i in range(pairs):
         acc[i] = f64(src[p + two * i]) + f64(src[p + two * i + one])
-    level = _U(0)
+    level = U(0)
     if taps == 8:  # the sums of four
         level = pairs
         for i in range(pairs // two):
             acc[level + i] = acc[two * i] + acc[two * i + one]
-    for i in range(_U(m)):
+    for i in range(U(m)):
         dst[o + i] = (acc[level + two * i] + acc[level + two * i + one]) * scale
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, stride, scale, acc):
     """``dst[w + a*dst_row + i] = scale * sum_j src[p0 + a*src_row + j*tap_step + i*stride]``
     for ``a < rows``, ``i < m``: the one loop nest every direct sum goes through.
@@ -89,12 +82,12 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
     short vector loop is paid once per pass rather than once per row.
     """
     f64 = np.float64
-    m, t1 = _U(m), _U(tap_step)
+    m, t1 = U(m), U(tap_step)
     t2 = t1 + t1
-    two = _U(2)
+    two = U(2)
     for a in range(rows):
-        p = _U(p0 + a * src_row)
-        o = _U(w + a * dst_row)
+        p = U(p0 + a * src_row)
+        o = U(w + a * dst_row)
         if 1 <= taps <= 3 and stride <= 2:
             if stride == 1:
                 if taps == 1:
@@ -107,7 +100,7 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                     for i in range(m):
                         dst[o + i] = (f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])) * scale
             elif t1 == 1:  # contiguous taps at a literal offset: LLVM vectorises the interleaved loads
-                one = _U(1)
+                one = U(1)
                 if taps == 1:
                     for i in range(m):
                         dst[o + i] = f64(src[p + two * i]) * scale
@@ -130,36 +123,53 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                         dst[o + i] = (f64(src[p + two * i]) + f64(src[p + t1 + two * i])
                                       + f64(src[p + t2 + two * i])) * scale
             continue
-        if _side_by_side(taps, t1, stride) and acc.shape[0] >= m * _U(taps):
+        if _side_by_side(taps, t1, stride) and acc.shape[0] >= m * U(taps):
             _side_by_side_sums(src, p, dst, o, m, taps, scale, acc)
             continue
         if taps == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
             for i in range(m):
                 dst[o + i] = 0.0 * scale
             continue
-        # more taps, or another stride: six (stride 1) or three taps at a time into acc (each pass
-        # over acc costs about as much as three taps: 1x16x256x256 k15 serial 3.34 -> 3.03 ms with
-        # six); the last one to three taps go with acc straight into dst
         if taps <= 3:  # a stride above 2
-            for i in range(m):
-                acc[i] = 0.0
-            j = 0
-        elif taps > 6 and stride == 1:
+            _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
+            continue
+        # more taps: six (stride 1) or three taps at a time into acc (each pass over acc costs
+        # about as much as three taps: 1x16x256x256 k15 serial 3.34 -> 3.03 ms with six); the
+        # last one to three taps go with acc straight into dst
+        if taps > 6 and stride == 1:
             _add_six_taps(src, p, t1, acc, m, _YES)
             j = 6
         else:
             _add_three_taps(src, p, t1, stride, acc, m, _YES)
             j = 3
         while taps - j > 6 and stride == 1:
-            _add_six_taps(src, p + _U(j) * t1, t1, acc, m, _NO)
+            _add_six_taps(src, p + U(j) * t1, t1, acc, m, _NO)
             j += 6
         while taps - j > 3:
-            _add_three_taps(src, p + _U(j) * t1, t1, stride, acc, m, _NO)
+            _add_three_taps(src, p + U(j) * t1, t1, stride, acc, m, _NO)
             j += 3
-        _last_taps(src, p + _U(j) * t1, t1, stride, taps - j, acc, dst, o, m, scale)
+        _last_taps(src, p + U(j) * t1, t1, stride, taps - j, acc, dst, o, m, scale)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
+def _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale):
+    """``dst[o + i] = scale * (the 1 to 3 taps at q = p + i * stride, t1 apart)``: windows of a
+    stride above 2 (summed from their first tap, so that a sum of -0.0 stays -0.0)."""
+    f64 = np.float64
+    t2 = t1 + t1
+    us = U(stride)
+    if taps == 1:
+        for i in range(m):
+            dst[o + i] = f64(src[p + us * i]) * scale
+    elif taps == 2:
+        for i in range(m):
+            dst[o + i] = (f64(src[p + us * i]) + f64(src[p + t1 + us * i])) * scale
+    else:
+        for i in range(m):
+            dst[o + i] = (f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])) * scale
+
+
+@kernel(**COMPUTE)
 def _add_three_taps(src, p, t1, stride, acc, m, assign):
     """``acc[i] (= or +=) src[q] + src[q + t1] + src[q + 2 t1]``, ``q = p + i * stride``. Every
     branch sits outside the loops and strides 1 and 2 are literals, so that LLVM vectorises."""
@@ -173,7 +183,7 @@ def _add_three_taps(src, p, t1, stride, acc, m, assign):
             for i in range(m):
                 acc[i] += f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])
     elif stride == 2:
-        two = _U(2)
+        two = U(2)
         if assign:
             for i in range(m):
                 acc[i] = f64(src[p + two * i]) + f64(src[p + t1 + two * i]) + f64(src[p + t2 + two * i])
@@ -181,7 +191,7 @@ def _add_three_taps(src, p, t1, stride, acc, m, assign):
             for i in range(m):
                 acc[i] += f64(src[p + two * i]) + f64(src[p + t1 + two * i]) + f64(src[p + t2 + two * i])
     else:
-        us = _U(stride)
+        us = U(stride)
         if assign:
             for i in range(m):
                 acc[i] = f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
@@ -190,7 +200,7 @@ def _add_three_taps(src, p, t1, stride, acc, m, assign):
                 acc[i] += f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _add_six_taps(src, p, t1, acc, m, assign):
     """``acc[i] (= or +=)`` the six taps ``src[p + i + j t1]``, ``j < 6`` (stride 1)."""
     f64 = np.float64
@@ -208,12 +218,12 @@ def _add_six_taps(src, p, t1, acc, m, assign):
                        + f64(src[p + t4 + i]) + f64(src[p + t5 + i]))
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _last_taps(src, p, t1, stride, taps, acc, dst, o, m, scale):
     """``dst[o + i] = (acc[i] + the 1 to 3 taps at q = p + i * stride, t1 apart) * scale``."""
     f64 = np.float64
     t2 = t1 + t1
-    us = _U(stride)
+    us = U(stride)
     if stride == 1:
         if taps == 1:
             for i in range(m):
@@ -237,7 +247,7 @@ def _last_taps(src, p, t1, stride, taps, acc, dst, o, m, scale):
                               + f64(src[p + t2 + us * i])) * scale
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride, lo, hi, acc,
                  u0, u1):
     """Direct sums along an axis: ``outer`` rows of ``length`` x ``inner`` values, outputs
@@ -265,20 +275,25 @@ def _direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, coun
                           n_out * inner, inner, counts[t0 + o], dil * inner, 1, scales[t0 + o], acc)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _edge_column(src, p0, dst, w, rows, length, n_out, taps, dil, scale):
     """``dst[w + a*n_out] = scale * sum_j src[p0 + a*length + j*dil]`` for ``a < rows``: one
     clipped window per row along a contiguous axis."""
-    step, out_step, d = _U(length), _U(n_out), _U(dil)
-    p, o = _U(p0), _U(w)
-    for a in range(_U(rows)):
-        total = 0.0
-        for j in range(_U(taps)):
-            total += src[p + a * step + j * d]
+    step, out_step, d = U(length), U(n_out), U(dil)
+    p, o = U(p0), U(w)
+    if taps == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
+        for a in range(U(rows)):
+            dst[o + a * out_step] = 0.0 * scale
+        return
+    for a in range(U(rows)):
+        q = p + a * step
+        total = np.float64(src[q])  # from the first tap, as every other sum: -0.0 + -0.0 stays -0.0
+        for j in range(U(1), U(taps)):
+            total += src[q + j * d]
         dst[o + a * out_step] = total * scale
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, scale, dil, stride, lo, hi, acc):
     """The windows ``lo..hi`` of every row, which lie wholly inside the input and share a divisor."""
     start = s0 + first * inner
@@ -306,7 +321,7 @@ def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, s
                           n_out * inner, inner, taps, dil * inner, 1, scale, acc)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _block_partial_sums(src, s0, length, inner, row_stride, dil, block, prefix, suffix):
     """Prefix and suffix sums within blocks of ``block`` taps of each residue class mod ``dil``.
 
@@ -343,13 +358,13 @@ def _block_partial_sums(src, s0, length, inner, row_stride, dil, block, prefix, 
                 if t < last:
                     suffix[p] = suffix[p + dil] + src[s0 + p]
         return
-    n = _U(inner)
-    step = _U(dil * inner)
+    n = U(inner)
+    step = U(dil * inner)
     for r in range(min(dil, length)):
         taps = (length - r + dil - 1) // dil
         for q in range(taps):
-            p = _U((r + q * dil) * inner)
-            v = _U(s0 + (r + q * dil) * row_stride)
+            p = U((r + q * dil) * inner)
+            v = U(s0 + (r + q * dil) * row_stride)
             if q % block == 0:
                 for i in range(n):
                     prefix[p + i] = src[v + i]
@@ -357,8 +372,8 @@ def _block_partial_sums(src, s0, length, inner, row_stride, dil, block, prefix, 
                 for i in range(n):
                     prefix[p + i] = prefix[p - step + i] + src[v + i]
         for q in range(taps - 1, -1, -1):
-            p = _U((r + q * dil) * inner)
-            v = _U(s0 + (r + q * dil) * row_stride)
+            p = U((r + q * dil) * inner)
+            v = U(s0 + (r + q * dil) * row_stride)
             if q % block == block - 1 or q == taps - 1:
                 for i in range(n):
                     suffix[p + i] = src[v + i]
@@ -367,7 +382,7 @@ def _block_partial_sums(src, s0, length, inner, row_stride, dil, block, prefix, 
                     suffix[p + i] = suffix[p + step + i] + src[v + i]
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil, block, prefix, suffix):
     """Window sums from block partial sums: cost independent of the kernel size. A window of at
     most ``block`` taps is a suffix of one block plus a prefix of the next, or lies in one block
@@ -378,21 +393,21 @@ def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil,
         _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, block, prefix, suffix)
         return
     _block_partial_sums(src, s0, length, inner, inner, dil, block, prefix, suffix)
-    n = _U(inner)
+    n = U(inner)
     for o in range(n_out):
-        w = _U(d0 + o * inner)
+        w = U(d0 + o * inner)
         d = scales[t0 + o]
         at_suffix, at_prefix = splits[t0 + o, 0], splits[t0 + o, 1]
         if at_suffix >= 0 and at_prefix >= 0:
-            fp, lp = _U(at_suffix * inner), _U(at_prefix * inner)
+            fp, lp = U(at_suffix * inner), U(at_prefix * inner)
             for i in range(n):
                 dst[w + i] = (suffix[fp + i] + prefix[lp + i]) * d
         elif at_prefix >= 0:
-            lp = _U(at_prefix * inner)
+            lp = U(at_prefix * inner)
             for i in range(n):
                 dst[w + i] = prefix[lp + i] * d
         elif at_suffix >= 0:
-            fp = _U(at_suffix * inner)
+            fp = U(at_suffix * inner)
             for i in range(n):
                 dst[w + i] = suffix[fp + i] * d
         else:
@@ -400,31 +415,31 @@ def _block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, dil,
                 dst[w + i] = 0.0 * d  # no valid tap: 0 * (1/0) is NaN unless padding counts
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _partial_block(src, s0, first, stop, inner, buf, off, backward):
     """Running sums of rows ``first..stop`` into ``buf[off:]`` (row ``first`` at ``off``), from
     the first row forward or from the last backward."""
-    n = _U(inner)
+    n = U(inner)
     rows = stop - first
     for t in range(rows):
         r = t if not backward else rows - 1 - t
-        p = _U(off + r * inner)
-        v = _U(s0 + (first + r) * inner)
+        p = U(off + r * inner)
+        v = U(s0 + (first + r) * inner)
         if t == 0:
             for i in range(n):
                 buf[p + i] = src[v + i]
         else:
-            q = p - _U(inner) if not backward else p + _U(inner)
+            q = p - U(inner) if not backward else p + U(inner)
             for i in range(n):
                 buf[p + i] = buf[q + i] + src[v + i]
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, scales, block, prefix, suffix):
     """The block pass as one sweep over the blocks (no dilation): at block B only the suffix
     sums of B and the prefix sums of B and B+1 are kept, so the input is read from memory once
     and the partial sums stay in cache (the whole-axis form was 2x slower on 512x512 planes)."""
-    n = _U(inner)
+    n = U(inner)
     span = block * inner
     blocks = (length + block - 1) // block
     _partial_block(src, s0, _ZERO, min(block, length), inner, prefix, _ZERO, _NO)
@@ -437,19 +452,19 @@ def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, sc
                            ((b + 1) % 2) * span, _NO)
         here, after = (b % 2) * span, ((b + 1) % 2) * span
         while o < n_out and splits[t0 + o, 2] <= b:
-            w = _U(d0 + o * inner)
+            w = U(d0 + o * inner)
             d = scales[t0 + o]
             at_suffix, at_prefix = splits[t0 + o, 0], splits[t0 + o, 1]
             if at_suffix >= 0 and at_prefix >= 0:
-                fp, lp = _U((at_suffix - start) * inner), _U(after + (at_prefix - start - block) * inner)
+                fp, lp = U((at_suffix - start) * inner), U(after + (at_prefix - start - block) * inner)
                 for i in range(n):
                     dst[w + i] = (suffix[fp + i] + prefix[lp + i]) * d
             elif at_prefix >= 0:
-                lp = _U(here + (at_prefix - start) * inner)
+                lp = U(here + (at_prefix - start) * inner)
                 for i in range(n):
                     dst[w + i] = prefix[lp + i] * d
             elif at_suffix >= 0:
-                fp = _U((at_suffix - start) * inner)
+                fp = U((at_suffix - start) * inner)
                 for i in range(n):
                     dst[w + i] = suffix[fp + i] * d
             else:
@@ -458,7 +473,7 @@ def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, sc
             o += 1
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, splits, scales, prefix, suffix,
               acc, u0, u1, tiles):
     """One pass along ``axis``, its outputs ``u0..u1`` (a band only for direct sums, ``outer == 1``)."""
@@ -477,13 +492,13 @@ def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts
                      lo, hi, acc, u0, u1)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _tile_scratch(length, n_out):
     """Scratch of :func:`_transposed_pass`: the tile in and out, and prefix, suffix and acc."""
     return TILE_ROWS * (4 * length + n_out)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts, splits, scales, tiles):
     """A pass along a contiguous axis (``inner == 1``), ``TILE_ROWS`` rows at a time turned into
     columns: the block sums then run along rows of ``TILE_ROWS`` values, as vectors, where along
@@ -493,14 +508,14 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
     length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
     dil, stride, block, lo, hi = axes[axis, 3], axes[axis, 4], axes[axis, 5], axes[axis, 6], axes[axis, 7]
     rows = TILE_ROWS
-    n_in = _U(length * rows)
-    tile_in, tile_out = tiles[:n_in], tiles[n_in:n_in + _U(n_out * rows)]
-    rest = n_in + _U(n_out * rows)
+    n_in = U(length * rows)
+    tile_in, tile_out = tiles[:n_in], tiles[n_in:n_in + U(n_out * rows)]
+    rest = n_in + U(n_out * rows)
     prefix, suffix, acc = tiles[rest:rest + n_in], tiles[rest + n_in:rest + 2 * n_in], tiles[rest + 2 * n_in:]
-    r_step = _U(rows)
+    r_step = U(rows)
     for a0 in range(0, outer, rows):
-        p = _U(s_base + a0 * length)
-        n = _U(length)
+        p = U(s_base + a0 * length)
+        n = U(length)
         for t in range(n):
             q = t * r_step
             for r in range(r_step):
@@ -511,15 +526,15 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
         else:
             _direct_pass(tile_in, _ZERO, tile_out, _ZERO, _ONE, length, n_out, rows, t0, firsts, counts, scales, dil,
                          stride, lo, hi, acc, _ZERO, n_out)
-        p = _U(d_base + a0 * n_out)
-        m = _U(n_out)
+        p = U(d_base + a0 * n_out)
+        m = U(n_out)
         for o in range(m):
             q = o * r_step
             for r in range(r_step):
                 dst[p + r * m + o] = tile_out[q + r]
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size,
                 tiles):
     """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``, ``group`` slabs
@@ -574,7 +589,7 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
                               scales, pre, suf, acc, v0, v1, tiles)
 
 
-@kernel(fastmath={"reassoc"}, **_COMPUTE)
+@kernel(fastmath={"reassoc"}, **COMPUTE)
 def _contiguous_sum(x, base, n):
     """A float64 sum of ``n`` values. Reassociation lets LLVM keep vector partial sums (4x faster
     here than one running sum, which waits on each addition); it leaves NaN and Inf semantics
@@ -586,7 +601,7 @@ def _contiguous_sum(x, base, n):
     return total
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _global_slabs(x, out, start, stop, channels, scale, acc):
     """Every axis has one window covering the whole input: one sum per slab and channel.
 
@@ -596,26 +611,32 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
     slab = x.shape[0] // max(1, out.shape[0] // channels)
     if channels == 1:
         for b in range(start, stop):
-            out[b] = _contiguous_sum(x, _U(b * slab), _U(slab)) * scale
+            out[b] = _contiguous_sum(x, U(b * slab), U(slab)) * scale
         return
-    n = _U(channels)
+    n = U(channels)
     positions = slab // channels
     for b in range(start, stop):
         for c in range(n):
             acc[c] = 0.0
         for p in range(positions):
-            base = _U(b * slab + p * channels)
+            base = U(b * slab + p * channels)
             for c in range(n):
                 acc[c] += x[base + c]
-        w = _U(b * channels)
+        w = U(b * channels)
         for c in range(n):
             out[w + c] = acc[c] * scale
 
 
-@kernel(entry=True, **_JIT)
+@kernel(entry=True, **JIT)
 def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
                global_scale):
     """Pool slabs ``start..stop`` (any thread: the GIL is released)."""
+    if axes[0, 8] >= 0:  # small planes, windows of up to 3 x 3 (engine.small_planes)
+        values = block_planes(axes) * axes[0, 0] * axes[1, 0]
+        masks, factors = np.empty(6 * values, np.uint8), np.empty(2 * values)
+        fill_tables(axes, firsts, counts, scales, masks, factors)
+        pool_small_planes(x, out, start, stop, axes, masks, factors, np.empty(values + 4))
+        return
     scratch = np.empty((2 * group + 3) * scratch_size)
     if global_scale > 0:
         _global_slabs(x, out, start, stop, channels, global_scale, scratch)
@@ -628,7 +649,7 @@ def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, s
                 scratch_size, np.empty(longest))
 
 
-@kernel(entry=True, **_JIT)
+@kernel(entry=True, **JIT)
 def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels,
                   scratch_size, global_scale, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
