@@ -141,7 +141,9 @@ class Interrupts:
             self.phase = _RUNNING
             raise
         self.phase = _DONE if last else _RUNNING
-        if self.requested and not last:  # during the rename: this output is in place, the rest is not
+        if last:  # a Ctrl-C during the final rename: the output is in place, the command has done its work
+            self.requested = False
+        elif self.requested:  # during the rename: this output is in place, the rest is not
             raise KeyboardInterrupt
 
 
