@@ -67,6 +67,12 @@ COMPUTE = dict(JIT, _nrt=False)
 #: wraparound test and LLVM vectorises the loop (3 to 5 times faster here).
 U = np.uint64
 
+#: Constant arguments of inner calls as numpy scalars: numba compiles a function once more for
+#: each combination of literal arguments (a Python 0, 1 or True), every copy costing seconds of
+#: LLVM time. The literals kept (stride 1, the single row of a joined pass) measured a few % faster.
+ZERO, ONE = np.int64(0), np.int64(1)
+YES, NO = np.bool_(True), np.bool_(False)
+
 _noticed: set[str] = set()  # one log line per kind of cache trouble, not one per kernel
 
 
