@@ -182,3 +182,31 @@ def test_big_endian_input():
     q = rng.integers(0, 255, (1, 2, 9, 9)).astype(np.uint8)
     assert same_bits(avgpool_dask.qlinear_average_pool(da.from_array(q, chunks=4), 0.1, 3, 0.2, 1, [3, 3]).compute(),
                      avgpool.qlinear_average_pool(q, 0.1, 3, 0.2, 1, [3, 3]))
+
+
+def _float_args(x):
+    from avgpool import api
+    from avgpool.dialects import onnx as onnx_dialect
+
+    _, spec, layout = api._validated(avgpool_dask._shape_only(x), onnx_dialect.op_version(22), kernel_shape=[3, 3],
+                                     strides=[2, 2], pads=[1, 1, 1, 1], auto_pad="NOTSET", ceil_mode=0,
+                                     count_include_pad=0, dilations=None, opset=22, layout="NCX")
+    return spec, x.shape, x.dtype, layout
+
+
+def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
+    # 1 x 1 x 60 x 60 in 20 x 20 chunks, k3 s2 p1: a tile inside the array pools its inner outputs
+    # from its own chunk as it is, and one strip along each leading edge from its pieces
+    x = da.ones((1, 1, 60, 60), chunks=(1, 1, 20, 20), dtype=np.float32)
+    lazy = avgpool_dask.average_pool(x, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    graph = dict(lazy.__dask_graph__())
+    tile = graph[(lazy.name, 0, 0, 1, 1)][3]
+    t = avgpool_dask._float_tiling(*_float_args(x))
+    assert tile.outputs == ((10, 20), (10, 20)) and tile.homes == ((20, 40), (20, 40))
+    assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), None)]  # a small tile: put together
+    monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
+    assert avgpool_dask._parts(t, tile) == [(((11, 20), (11, 20)), (20, 20)), (((10, 11), (10, 20)), None),
+                                            (((11, 20), (10, 11)), None)]
+    corner = graph[(lazy.name, 0, 0, 0, 0)][3]
+    assert avgpool_dask._parts(t, corner) == [(((0, 10), (0, 10)), (0, 0))]  # the padding is the array's
+    assert lazy.compute().tobytes() == np.ones((1, 1, 30, 30), np.float32).tobytes()

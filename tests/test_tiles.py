@@ -280,3 +280,34 @@ def test_total_taps_counts_every_window():
         g = AxisGeometry(length, kernel, stride, dilation, pad_begin, pad_end, out)
         expected = int(axis_plan(g, avgpool.spec.Divisor.VALID_TAPS, True).count.sum())
         assert total_taps(g, piece=int(rng.integers(1, 8))) == expected, g
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_qlinear_tiles_of_one_shape_share_their_tables(channels_last):
+    # the tiles inside the input have one plan per shape (made once, as the float tiles'); those
+    # along the border their own: every tile still gives the whole call's bits
+    rng = np.random.default_rng(31 + channels_last)
+    shape = (1, 50, 47, 3) if channels_last else (1, 3, 50, 47)
+    x = rng.integers(0, 256, size=shape).astype(np.uint8)
+    attributes = ((3, 3), (2, 2), (1, 1, 1, 1), "NOTSET", 0, 1, channels_last)
+    quant = (np.float32(0.05), np.uint8(3), np.float32(0.07), np.uint8(9))
+    whole = avgpool.qlinear_average_pool(x, *quant, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                         count_include_pad=1, channels_last=channels_last)
+    t = tiles.qlinear_tiling(x.shape, x.dtype, *attributes)
+    params = qlinear_dialect.make_quant_params(x.dtype, *quant)
+    out = np.full(t.out_shape, 77, np.uint8)
+    spatial = t.spatial_axes
+    ranges = [[(a, min(a + 5, t.out_shape[axis])) for a in range(0, t.out_shape[axis], 5)] for axis in spatial]
+    prepared = {}
+    for outputs in itertools.product(*ranges):
+        take, put = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+        for i, axis in enumerate(spatial):
+            take[axis] = slice(*t.input_range(i, *outputs[i]))
+            put[axis] = slice(*outputs[i])
+        region = x[tuple(take)]
+        out[tuple(put)] = t.pool(region, outputs, params)
+        prepared.setdefault(id(t.prepare(outputs, region.shape)), outputs)
+    assert same_bits(out, whole)
+    assert t.prepare(((5, 10), (5, 10)), (1, 3, 11, 11) if not channels_last else (1, 11, 11, 3)) \
+        is t.prepare(((10, 15), (15, 20)), (1, 3, 11, 11) if not channels_last else (1, 11, 11, 3))
+    assert len(prepared) < len(list(itertools.product(*ranges))) / 2  # 25 tiles: 9 kinds at most

@@ -226,42 +226,54 @@ class _Tile:
     homes: tuple
 
 
-def _run_tile(tiling: Callable, call: Callable, tile: _Tile, pieces: list, extra: Any) -> np.ndarray:
-    """One output tile from the pieces of input it reads. The outputs whose windows lie in the
-    tile's own input chunk (its home along each pooled axis, held whole among the pieces) are
-    pooled from that chunk as it is; the few others (along the chunk's edges) from the pieces,
-    put together: no copy of the chunk (a 16 MiB copy per 2048 x 2048 float32 tile cost more
-    than its pooling)."""
+def _parts(t: Any, tile: _Tile) -> list[tuple[tiles.Ranges, tuple[int, ...] | None]]:
+    """The pool calls of a tile: per call its outputs, and the start of its home chunk along each
+    pooled axis where the call reads that chunk as it is, else None (it reads its input range
+    from the pieces put together). The outputs whose windows lie in the tile's own input chunk
+    (its home along each pooled axis, held whole among the pieces) are pooled from that chunk,
+    the few others (along the chunk's edges) apart: no copy of the chunk (a 16 MiB copy per
+    2048 x 2048 float32 tile cost more than its pooling). One call of the whole tile from its
+    pieces put together where that does not apply, or the tile is small."""
     outputs, spans, homes = tile.outputs, tile.spans, tile.homes
-    t = tiling()
-    spatial = t.spatial_axes
-    inner = []  # per pooled axis: the outputs whose windows lie in the home chunk
-    small = math.prod(hi - lo for hi, lo in ((span[-1][1], span[0][0]) for span in spans)) < SPLIT_MIN_ELEMENTS
-    for i, (start, stop) in enumerate(outputs):
-        inner.append((start, start) if homes[i] is None or small else t.inner_outputs(i, start, stop, homes[i]))
-    if any(a == b for a, b in inner):  # the tile is one piece of work: put together
-        return call(t, concatenate3(pieces), outputs, extra, None)
+    small = math.prod(span[-1][1] - span[0][0] for span in spans) < SPLIT_MIN_ELEMENTS
+    if small or any(home is None for home in homes):
+        return [(outputs, None)]
+    inner = tuple(t.inner_outputs(i, start, stop, homes[i]) for i, (start, stop) in enumerate(outputs))
+    if any(a == b for a, b in inner):
+        return [(outputs, None)]
     # the inner block, and around it the edges peeled one axis at a time: along axis i, the
     # outputs before and after the inner ones, inner along the axes before i, whole along the
     # axes after it (2 x ndim + 1 parts at most, each edge one strip)
-    combos = [tuple((r, homes[i]) for i, r in enumerate(inner))]
+    parts = [(inner, tuple(home[0] for home in homes))]
     for i, (start, stop) in enumerate(outputs):
         for edge in ((start, inner[i][0]), (inner[i][1], stop)):
             if edge[1] > edge[0]:
-                combos.append(tuple((inner[j], None) if j < i else (edge, None) if j == i else (outputs[j], None)
-                                    for j in range(len(outputs))))
+                parts.append((inner[:i] + (edge,) + outputs[i + 1:], None))
+    return parts
+
+
+def _run_tile(tiling: Callable, call: Callable, tile: _Tile, pieces: list, extra: Any) -> np.ndarray:
+    """One output tile from the pieces of input it reads, in the calls :func:`_parts` gives."""
+    t = tiling()
+    parts = _parts(t, tile)
+    outputs, spans = tile.outputs, tile.spans
+    if len(parts) == 1:  # the tile is one piece of work: put together
+        return call(t, concatenate3(pieces), outputs, extra, None)
+    spatial = t.spatial_axes
     out = None
-    for combo in combos:
-        sub_outputs = tuple(r for r, _ in combo)
-        if all(h is not None for _, h in combo):
-            region = _select(pieces, [[j for j, span in enumerate(spans[axis]) if axis not in spatial
-                                       or span == combo[spatial.index(axis)][1]] for axis in range(len(spans))])
-            result = call(t, region, sub_outputs, extra, tuple(h[0] for _, h in combo))
+    for sub_outputs, starts in parts:
+        if starts is not None:  # the home chunk: along each pooled axis, the piece that spans it
+            home = [None] * len(spans)
+            for i, axis in enumerate(spatial):
+                home[axis] = tile.homes[i]
+            region = _select(pieces, [[j for j, span in enumerate(spans[axis]) if home[axis] in (None, span)]
+                                      for axis in range(len(spans))])
         else:
             wanted = [None] * len(spans)
             for i, axis in enumerate(spatial):
                 wanted[axis] = t.input_range(i, *sub_outputs[i])
-            result = call(t, _gather(pieces, spans, wanted), sub_outputs, extra, None)
+            region = _gather(pieces, spans, wanted)
+        result = call(t, region, sub_outputs, extra, starts)
         if out is None:
             shape = list(result.shape)
             for i, axis in enumerate(spatial):

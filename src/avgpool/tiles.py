@@ -75,6 +75,43 @@ def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1,
     return AxisPlan(geometry, np.where(valid, first - lo, 0), count, plan.divisor), lo
 
 
+class _SharedPlans:
+    """The plans and prepared pools that the tiles of one whole operator share (a dict
+    ``_shared`` on the tiling): a tile whose windows all lie inside the input has the plan of
+    every tile of its shape relative to its region, made once (a 64K-output tile's tables cost
+    30 times its kernel)."""
+
+    axes: tuple[AxisGeometry, ...]
+    _shared: dict
+
+    def _keyed_cut(self, axis: int, start: int, stop: int, region: tuple[int, int] | None, divisor: Any,
+                   align: int, min_length: int) -> tuple[AxisPlan, int, tuple | None]:
+        """:func:`cut_plan` of outputs ``start..stop`` along ``axis`` (its region ``region``, or
+        aligned down to ``align`` and at least ``min_length`` long), its region's start, and for a
+        tile whose windows all lie inside the input (and a chunk's edges) a key that every tile
+        with the same plan shares (else None)."""
+        g = self.axes[axis]
+        lo, hi = start * g.stride - g.pad_begin, (stop - 1) * g.stride - g.pad_begin + g.extent
+        key = None
+        if 0 <= lo and hi <= g.length and hi - lo >= min_length:  # every window whole: its divisor is the kernel
+            first, last = region if region is not None else (lo - lo % align, hi)
+            key = ("plan", axis, stop - start, lo - first, last - first)
+            found = self._shared.get(key)
+            if found is not None:
+                return found, first, key
+        plan, lo = cut_plan(axis_plan(g, divisor, any_pad(self.axes), start, stop), start, align, min_length, region)
+        if key is not None:
+            self._remember(key, plan)
+        elif stop - start <= _KEYED_CUT:  # a chunk's edges: the tiles of one shape have the same ones
+            key = ("edge", axis, plan.geometry, plan.first.tobytes(), plan.count.tobytes(), plan.divisor.tobytes())
+        return plan, lo, key
+
+    def _remember(self, key: tuple, value: Any) -> None:
+        if len(self._shared) >= _SHARED_ENTRIES:
+            self._shared.clear()
+        self._shared[key] = value
+
+
 def _inside(plan: AxisPlan, start: int, region: tuple[int, int]) -> tuple[int, int]:
     """The longest run of the windows of ``plan`` (outputs from ``start``) that have taps, all
     inside ``region``: windows move one way as outputs grow, so those are one run."""
@@ -86,7 +123,7 @@ def _inside(plan: AxisPlan, start: int, region: tuple[int, int]) -> tuple[int, i
 
 
 @dataclass(frozen=True, eq=False)
-class Tiling:
+class Tiling(_SharedPlans):
     """One float operator on one whole input (spec, shape, dtype, layout): what its tiles share.
     It holds no window tables: each tile makes its own, so that a tile of a very long axis
     costs memory in proportion to the tile."""
@@ -136,28 +173,8 @@ class Tiling:
         # values at least: the kernels sum a window's taps in an order that depends on whether
         # the rows they sum along an axis are single values (the later axes' lengths times the
         # channels are 1), so a tile must have single-value rows exactly where the whole has.
-        g = self.axes[axis]
-        align = max(1, self.blocks[axis] * g.dilation)
-        lo, hi = start * g.stride - g.pad_begin, (stop - 1) * g.stride - g.pad_begin + g.extent
-        key = None
-        if 0 <= lo and hi <= g.length and hi - lo >= 2:  # every window whole: its divisor is the kernel
-            first, last = region if region is not None else (lo - lo % align, hi)
-            key = ("plan", axis, stop - start, lo - first, last - first)
-            found = self._shared.get(key)
-            if found is not None:
-                return found, first, key
-        plan, lo = cut_plan(axis_plan(g, self.spec.divisor, any_pad(self.axes), start, stop), start, align, 2,
-                            region)
-        if key is not None:
-            self._remember(key, plan)
-        elif stop - start <= _KEYED_CUT:  # a chunk's edges: the tiles of one shape have the same ones
-            key = ("edge", axis, plan.geometry, plan.first.tobytes(), plan.count.tobytes(), plan.divisor.tobytes())
-        return plan, lo, key
-
-    def _remember(self, key: tuple, value: Any) -> None:
-        if len(self._shared) >= _SHARED_ENTRIES:
-            self._shared.clear()
-        self._shared[key] = value
+        align = max(1, self.blocks[axis] * self.axes[axis].dilation)
+        return self._keyed_cut(axis, start, stop, region, self.spec.divisor, align, 2)
 
     def pool(self, x: np.ndarray, outputs: Ranges, exact_slabs: np.ndarray | None = None,
              starts: tuple[int, ...] | None = None) -> np.ndarray:
@@ -171,11 +188,7 @@ class Tiling:
         if self.layout is Layout.NXC and x.shape[-1] == 1 and self.shape[-1] > 1:
             # one channel of many: pooled as two (see _cut), the copy's outputs dropped
             return self.pool(np.concatenate([x, x], axis=-1), outputs, exact_slabs, starts)[..., :1]
-        regions = None
-        if starts is not None:
-            lengths = spatial_shape_of(x.shape, self.layout)
-            regions = tuple((a, a + n) for a, n in zip(starts, lengths))
-        exact, plain = self._prepared(outputs, x.shape, regions)
+        exact, plain = self.prepare(outputs, x.shape, starts)
         x = np.ascontiguousarray(x)
         if exact is None:
             return plain(x)
@@ -190,6 +203,17 @@ class Tiling:
         chosen = ~exact_slabs
         self._slabs_view(result)[chosen] = self._slabs_view(plain(x))[chosen]
         return result
+
+    def prepare(self, outputs: Ranges, shape: tuple[int, ...],
+                starts: tuple[int, ...] | None = None) -> tuple[Any, Any]:
+        """What :meth:`pool` calls for an input of ``shape`` (its kernels loaded), without data:
+        the pool by the exact sums (None unless :attr:`exact`) and the one by the float64 sums."""
+        if self.layout is Layout.NXC and shape[-1] == 1 and self.shape[-1] > 1:
+            shape = (*shape[:-1], 2)  # as pool() takes it
+        regions = None
+        if starts is not None:
+            regions = tuple((a, a + n) for a, n in zip(starts, spatial_shape_of(shape, self.layout)))
+        return self._prepared(outputs, shape, regions)
 
     def _prepared(self, outputs: Ranges, shape: tuple[int, ...],
                   regions: Ranges | None = None) -> tuple[Any, Any]:
@@ -263,8 +287,9 @@ def exact_allowed(top: np.ndarray, bottom: np.ndarray, headroom: int) -> np.ndar
 
 
 @dataclass(frozen=True, eq=False)
-class QLinearTiling:
-    """One QLinearAveragePool operator on one whole input: what its tiles share."""
+class QLinearTiling(_SharedPlans):
+    """One QLinearAveragePool operator on one whole input: what its tiles share (as a
+    :class:`Tiling`, the plans and prepared pools of tiles of one shape, made once)."""
 
     geometry: qlinear_dialect.Geometry
     attributes: tuple  # (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last)
@@ -272,6 +297,7 @@ class QLinearTiling:
     dtype: np.dtype
     out_shape: tuple[int, ...]
     axes: tuple[AxisGeometry, ...]  # onnxruntime's geometry, canonical (explicit pads, floor rounding)
+    _shared: dict = field(default_factory=dict, repr=False)
 
     @property
     def layout(self) -> Layout:
@@ -286,7 +312,7 @@ class QLinearTiling:
         (the global path reads the whole axis)."""
         if self.geometry.global_path:
             return 0, self.axes[axis].length
-        plan, lo = self._cut(axis, start, stop)
+        plan, lo, _ = self._cut(axis, start, stop)
         return lo, lo + plan.geometry.length
 
     def inner_outputs(self, axis: int, start: int, stop: int, region: tuple[int, int]) -> tuple[int, int]:
@@ -296,9 +322,31 @@ class QLinearTiling:
             return start, start
         return _inside(axis_plan(self.axes[axis], self.geometry.spec.divisor, False, start, stop), start, region)
 
-    def _cut(self, axis: int, start: int, stop: int, region: tuple[int, int] | None = None) -> tuple[AxisPlan, int]:
-        plan = axis_plan(self.axes[axis], self.geometry.spec.divisor, any_pad(self.axes), start, stop)
-        return cut_plan(plan, start, region=region)
+    def _cut(self, axis: int, start: int, stop: int,
+             region: tuple[int, int] | None = None) -> tuple[AxisPlan, int, tuple | None]:
+        return self._keyed_cut(axis, start, stop, region, self.geometry.spec.divisor, 1, 1)
+
+    def prepare(self, outputs: Ranges, shape: tuple[int, ...],
+                starts: tuple[int, ...] | None = None) -> qlinear_engine.Prepared:
+        """What :meth:`pool` runs for an input of ``shape``, without data (tiles of one shape
+        share it, and with it its kernel arguments per quantisation values)."""
+        if self.geometry.global_path:  # one window per plane: the tile is whole planes
+            key = ("global", shape)
+            found = self._shared.get(key)
+            if found is None:
+                found = qlinear_engine.prepare(shape, self.dtype, *self.attributes)
+                self._remember(key, found)
+            return found
+        lengths = spatial_shape_of(shape, self.layout)
+        cuts = [self._cut(axis, start, stop, None if starts is None else (starts[axis], starts[axis] + n))
+                for axis, ((start, stop), n) in enumerate(zip(outputs, lengths))]
+        key = ("pools", tuple(c[2] for c in cuts), shape) if all(c[2] is not None for c in cuts) else None
+        found = self._shared.get(key) if key is not None else None
+        if found is None:
+            found = qlinear_engine.prepare_plans(shape, self.dtype, self.geometry, tuple(c[0] for c in cuts))
+            if key is not None:
+                self._remember(key, found)
+        return found
 
     def pool(self, x: np.ndarray, outputs: Ranges, params: qlinear_dialect.QuantParams,
              starts: tuple[int, ...] | None = None) -> np.ndarray:
@@ -306,13 +354,7 @@ class QLinearTiling:
         gives (any part of the batch and channel axes), or a region starting at ``starts`` that
         holds their taps (:meth:`inner_outputs`)."""
         x = np.ascontiguousarray(x)
-        if self.geometry.global_path:  # one window per plane: the tile is whole planes
-            prepared = qlinear_engine.prepare(x.shape, self.dtype, *self.attributes)
-        else:
-            lengths = spatial_shape_of(x.shape, self.layout)
-            plans = tuple(self._cut(axis, start, stop, None if starts is None else (starts[axis], starts[axis] + n))[0]
-                          for axis, ((start, stop), n) in enumerate(zip(outputs, lengths)))
-            prepared = qlinear_engine.prepare_plans(x.shape, self.dtype, self.geometry, plans)
+        prepared = self.prepare(outputs, x.shape, starts)
         return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
 
 
