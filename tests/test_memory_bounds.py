@@ -200,3 +200,25 @@ def test_a_huge_kernel_with_few_outputs_answers_on_the_exact_path(ndim, include_
     got_nxc = avgpool.average_pool(np.moveaxis(x, 1, -1), kernel, pads=pads, count_include_pad=include_pad,
                                    layout="NXC")
     assert np.array_equal(np.moveaxis(got_nxc, -1, 1), got)
+
+
+@pytest.mark.parametrize("shape, layout", [
+    ((1, 2, 1 << 17, 64), "NXC"),       # two rows of 8M values: the first axis's row was the whole slab
+    ((1, 3, 1 << 16, 128), "NXC"),      # three rows: two thirds of it
+    ((1, 2, 256, 256, 128), "NXC"),     # 3-D, the same
+    ((1, 1, 2, 2048, 4096), "NCX"),     # 3-D NCX, a short first axis and a long second
+    ((1, 2, 1 << 23), "NXC"),           # 1-D NXC: the running sum of the channels is the whole slab
+    ((1, 1, 2, 1 << 22), "NXC"),        # a 2-D NXC slab of one row: its channels' running sum was half of it
+])
+def test_a_slab_of_few_rows_holds_a_bounded_running_sum(shape, layout):
+    # every axis pooled with kernel 5 (the exact path), "same" padding: the output as big as the
+    # input. Before, the running sums of one row of the later axes were 2 / (first axis length)
+    # of the slab's bytes (+64 MiB here for 128 of input and output, on every call), and NXC's
+    # plan held a float64 factor of 1 per channel (+64 MiB on a first call of 1-D 1x2x8M);
+    # since, boxes of at most engine.EXACT_HELD_BYTES
+    nd = len(shape) - 2
+    report = _peak(shape, [5] * nd, [2] * 2 * nd, layout)
+    in_out = report["x"] + report["y"]
+    assert report["first_call"] < 1.2 * in_out + 16 * MIB, (
+        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
+    _check_kernel_call(report)

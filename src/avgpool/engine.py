@@ -66,6 +66,17 @@ EXACT_RUNNING_MIN_KERNEL = 5
 # Input bytes checked and then pooled together on that path: within the L2 cache, the sums read
 # what the check has just read (a whole 2 MiB piece at once cost 5-10% more, measured)
 EXACT_GROUP_BYTES = 1 << 18
+# The exact path's running sums are one row of the later axes (and channels) per level, in int64:
+# 2 / (the first axis's length) of a slab's bytes, so a slab of 1 to 3 rows (1x2xWxC) held as
+# much as itself per thread. Rows over this many bytes are swept in boxes of the later axes'
+# outputs (NXC: and channels) whose rows take at most this much (the same integer sums;
+# running_boxes). Interleaved against one sweep, k5: 1x2x131072x64 NXC 0.15 of its time (the
+# rows in cache), 1x64x512x512x16 0.61, 1x32x256x64x64 0.93, 1x64x8192x64 0.95; budgets of
+# 1 MiB and 256 KiB cut more and cost up to 1.2 and 1.4 times one sweep.
+EXACT_HELD_BYTES = 1 << 22
+# A box keeps at least this many outputs along each axis it cuts, where it can, by cutting the
+# channels instead: each box reads again the input its windows share with the next one's.
+EXACT_BOX_MIN_OUTPUTS = 16
 
 # NCX planes of at most this many values, pooled by windows of at most 3 x 3 taps at stride 1 with
 # an output the size of the input, go by kernels/small_planes.py (serial, 1x1024x7x7 3x3 p1:
@@ -385,11 +396,13 @@ class RunningPlan:
     line of ``2 * length + 1`` (a 1-D line, clipped or long, is streamed in chunks: no line).
     ``row_factors`` are the divisor scales of the axes before the last running axis (the last
     spatial axis of NXC, the one before it of NCX; one per output row of the axes before it),
-    ``inner_factors`` those of the axes after it (one per value of a row). ``headroom``: how
+    ``inner_factors`` those of the axes after it (NCX: the contiguous axis's, which the kernel
+    reads from the tables' scales; NXC: none, its rows are channels). ``headroom``: how
     many bits a value may take as an integer so that no sum of the pool overflows an int64.
     ``int_size``: the running sums the kernel holds while it sweeps a slab, one row along each
     axis (NCX: but the last two), the product of the later axes' lengths and the channels:
-    ``2 * slab / length of the first axis`` bytes and less, never a copy of the slab. ``group``:
+    ``2 * slab / length of the first axis`` bytes and less, or, past EXACT_HELD_BYTES, of the
+    boxes ``box_outputs`` gives (:func:`running_boxes`), never a copy of the slab. ``group``:
     slabs checked and pooled together (their input fits in EXACT_GROUP_BYTES, so the sums read
     it from cache after the check)."""
 
@@ -398,6 +411,7 @@ class RunningPlan:
     inner_factors: np.ndarray
     headroom: int
     int_size: int
+    box_outputs: np.ndarray
     group: int
 
 
@@ -444,17 +458,72 @@ def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: 
         rows.append((axis, runs, inner, g.pad_begin if contiguous else 0, g.kernel if contiguous else 0, line,
                      int(clipped)))
         current[axis] = geometry[axis].out
-    held = [math.prod(g.length for g in geometry[axis + 1:]) * channels for axis in range(ndim)]
-    if ndim == 2 and geometry[0].length == 1:
-        held[0] = 0  # one row: the kernel reads it from the input
+    boxes = running_boxes(geometry, channels, ncx)
     final = order[-1]
     scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
-    inner_factors = scales[-1] if ncx else np.ones(channels)
+    inner_factors = scales[-1] if ncx else ()  # NXC's later values are channels: no divisor
     return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 7), np.ascontiguousarray(row_factors),
                        _cache_aligned(np.asarray(inner_factors, dtype=np.float64)), headroom(geometry),
-                       sum(held[:max(0, ndim - 2)] if ncx else held),
+                       _box_held(geometry, channels, ncx, boxes), np.asarray(boxes, dtype=np.int64),
                        max(1, EXACT_GROUP_BYTES // (math.prod(g.length for g in geometry) * channels * 4)))
+
+
+def _box_held(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool, boxes: tuple[int, ...]) -> int:
+    """The int64s that the running sums of a box of ``boxes`` outputs (then channels) hold:
+    one row per level (NCX: but the last two), each the product of the box's later lengths and
+    channels. Along an axis it cuts, a box reads at most its windows' extent."""
+    lengths = [g.length if per_box >= g.out else min(g.length, (per_box - 1) * g.stride + g.kernel)
+               for g, per_box in zip(geometry, boxes)]
+    ndim = len(geometry)
+    rows = [math.prod(lengths[axis + 1:]) * boxes[-1] for axis in range(ndim)]
+    if ndim == 2 and lengths[0] == 1:
+        rows[0] = 0  # one row: the kernel reads it from the input
+    return sum(rows[:max(0, ndim - 2)] if ncx else rows)
+
+
+def running_boxes(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool) -> tuple[int, ...]:
+    """Outputs per box along each spatial axis, then channels per box, that the exact kernel
+    sweeps a slab in: the whole slab where its running sums take at most EXACT_HELD_BYTES, else
+    boxes as big as that allows. Axis 0 is never cut (the sweep runs along it), nor NCX's
+    contiguous axis (its line of column sums is as long as the axis, at most a tile's) or a 1-D
+    or 2-D NCX slab's (their kernels hold a line). The fewest outer axes are cut, each to the
+    same number of outputs, at least EXACT_BOX_MIN_OUTPUTS where that fits: every cut axis has
+    the input of about (kernel - stride) / that many outputs read again per box (1x32x256x64x64
+    NXC k5 at 1 MiB: two axes cut to 40 outputs took 1.16 times one sweep, one cut to 26 0.97).
+    NXC cuts its channels first where boxes of that many outputs along every axis would still
+    hold too much (channels are read once whatever the box)."""
+    whole = (*(g.out for g in geometry), channels)
+    budget = EXACT_HELD_BYTES // 8
+    if _box_held(geometry, channels, ncx, whole) <= budget:
+        return whole
+    cuttable = range(1, len(geometry) - 1 if ncx else len(geometry))
+
+    def boxes(cut: int, per_box: int, per_channels: int) -> tuple[int, ...]:
+        """Axes ``1..cut`` of the cuttable ones in boxes of ``per_box`` outputs."""
+        return (*(min(g.out, per_box) if axis in cuttable[:cut] else g.out for axis, g in enumerate(geometry)),
+                per_channels)
+
+    def most_outputs(cut: int, per_channels: int) -> int:
+        """The most outputs per box that fit the budget, cutting ``cut`` axes; at least 1."""
+        low, high = 1, max(whole[:-1])
+        while low < high:
+            middle = (low + high + 1) // 2
+            if _box_held(geometry, per_channels, ncx, boxes(cut, middle, per_channels)) <= budget:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    fewest = EXACT_BOX_MIN_OUTPUTS
+    per_channels = channels
+    if not ncx and _box_held(geometry, channels, ncx, boxes(len(cuttable), fewest, channels)) > budget:
+        per_channels = min(channels, max(1, budget // _box_held(geometry, 1, ncx, boxes(len(cuttable), fewest, 1))))
+    for cut in range(1, len(cuttable)):
+        per_box = most_outputs(cut, per_channels)
+        if per_box >= fewest:
+            return boxes(cut, per_box, per_channels)
+    return boxes(len(cuttable), most_outputs(len(cuttable), per_channels), per_channels)
 
 
 def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -> int | None:
@@ -502,7 +571,7 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
-        args += (running.passes, running.headroom, running.row_factors, running.inner_factors, running.int_size,
+        args += (running.passes, running.headroom, running.row_factors, running.int_size, running.box_outputs,
                  running.group, fallback)
         return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, args, pieces, False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in

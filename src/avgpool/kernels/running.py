@@ -20,13 +20,17 @@ level reads the input, converting its values as they enter and leave. Along the 
 NXC slab's rows of channels move the same way and are scaled into the output; an NCX slab's
 last axis is contiguous, and each line of column sums gets its window sums eight at a time from
 an in-register prefix sum (:mod:`.vector_scan`). So the integers held are one row of each
-level (``2 * slab / L0`` bytes and less, whatever the slab), never a copy of the slab: memory
-is the input, the output, and a few rows (a 2-D NCX slab, an image plane, is one sweep,
-:func:`_exact_plane`, every intermediate in cache). A line of column sums whose padded line
-would be much longer than its input and output (a huge kernel with few outputs) takes its
-window sums from the prefix sums of the values actually read instead (``clipped``); a 1-D NCX
-line is copied whole only up to :data:`WHOLE_LINE_MAX`, else streamed in chunks
-(:func:`_streamed_lines`), whatever its length and kernel.
+level (``2 * slab / L0`` bytes and less), never a copy of the slab; where those rows would
+be big (a slab of few rows: 1x2xWxC held as much as itself), the slab is swept box by box
+(:func:`_exact_stream`): each box a range of outputs along some later axes (NXC: and a range of
+channels) and the input its windows read, its rows within the engine's budget. Integer sums
+do not depend on how they are split, so the bits are those of one sweep. Memory is the input,
+the output, and a few rows (a 2-D NCX slab, an image plane, is one sweep, :func:`_exact_plane`,
+every intermediate in cache). A line of column sums whose padded line would be much longer
+than its input and output (a huge kernel with few outputs) takes its window sums from the
+prefix sums of the values actually read instead (``clipped``); a 1-D NCX line is copied whole
+only up to :data:`WHOLE_LINE_MAX`, else streamed in chunks (:func:`_streamed_lines`), whatever
+its length and kernel.
 """
 
 from __future__ import annotations
@@ -36,8 +40,7 @@ import math
 import numpy as np
 
 from .crew import call_native
-from .jit import kernel
-from .separable import _COMPUTE, _JIT, _U
+from .jit import COMPUTE, JIT, U, kernel
 from .vector_scan import LANES, window_blocks
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
@@ -49,10 +52,10 @@ _EXPONENT_ALL_ONES = 0x7F800000  # float32 bits at and above it (absolute value)
 # array as a dozen stack words, and each call costs saving registers, reloading the arrays'
 # fields and a fresh alias check per loop. With 256-value lines that was a tenth of the sweep
 # (16 planes of 256x256, k31, serial, interleaved: 0.323-0.334 -> 0.298-0.299 ms).
-_PER_LINE = dict(_COMPUTE, inline="always")
+_PER_LINE = dict(COMPUTE, inline="always")
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def fixed_point_exponent(bits, n0, n1, headroom):
     """For the float32 values whose bit patterns are ``bits[n0:n1]``: the exponent ``q`` such
     that every value is an integer multiple of ``2**q`` and below ``2**(q + headroom)`` in
@@ -62,7 +65,7 @@ def fixed_point_exponent(bits, n0, n1, headroom):
     # 32-bit lanes throughout (twice as many per vector as 64-bit ones: 2x faster, measured)
     top = np.uint32(0)
     bottom = np.uint32(0xFFFFFFFF)
-    for i in range(_U(n0), _U(n1)):
+    for i in range(U(n0), U(n1)):
         magnitude = np.uint32(bits[i] & _ABS_BITS)
         top = max(top, magnitude)
         bottom = min(bottom, np.uint32(magnitude - _ONE))  # zero wraps to the largest value: ignored
@@ -76,7 +79,7 @@ def fixed_point_exponent(bits, n0, n1, headroom):
     return q
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _fixed(value, to_int):
     """``value * to_int`` as an int64: exact, ``to_int`` being ``2**-q`` with ``q`` from
     :func:`fixed_point_exponent` over the values converted."""
@@ -88,7 +91,7 @@ def _fixed(value, to_int):
 _FLOAT32_TOP_POWER = 2.0**127
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _fixed32(value, to_int):
     """:func:`_fixed` with the product taken in float32 (``to_int`` a float32), which one
     instruction converts to int64 where :func:`_fixed` needs two conversions. Exact as long as
@@ -97,22 +100,22 @@ def _fixed32(value, to_int):
     return np.int64(value * to_int)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _to_fixed_point(x, n0, n1, to_int, dst, d0):
     """``dst[d0 + i] = x[n0 + i]`` as an integer (:func:`_fixed`) for ``i < n1 - n0``."""
-    for i in range(_U(n1 - n0)):
-        dst[_U(d0) + i] = _fixed(x[_U(n0) + i], to_int)
+    for i in range(U(n1 - n0)):
+        dst[U(d0) + i] = _fixed(x[U(n0) + i], to_int)
 
 
 @kernel(**_PER_LINE)
 def _line_to_fixed_point(x, p, length, pad_begin, to_int, line):
     """``line`` = ``pad_begin`` zeros, the ``length`` values of ``x`` from ``p`` as integers
     (:func:`_fixed`), then zeros to its end: every window of the line lies inside it."""
-    n, lead = _U(line.shape[0]), _U(pad_begin)
+    n, lead = U(line.shape[0]), U(pad_begin)
     for i in range(lead):
         line[i] = 0
-    _to_fixed_point(x, p, p + _U(length), to_int, line, lead)
-    for i in range(lead + _U(length), n):
+    _to_fixed_point(x, p, p + U(length), to_int, line, lead)
+    for i in range(lead + U(length), n):
         line[i] = 0
 
 
@@ -122,7 +125,7 @@ def _line_window_sums(line, n_out, k, sums):
     first (:func:`.vector_scan.window_blocks`): ``line`` must hold ``n_out + k + 7`` values and
     ``sums`` ``n_out + 7``."""
     total = np.int64(0)
-    for j in range(_U(k)):
+    for j in range(U(k)):
         total += line[j]
     sums[0] = total
     window_blocks(line, 0, k, sums, 1, (n_out - 1 + LANES - 1) // LANES, total)
@@ -141,22 +144,22 @@ def _contiguous_sums(line, width, n_out, k, clipped, firsts, counts, t, sums):
     if not clipped:
         _line_window_sums(line, n_out, k, sums)
         return
-    n = _U(width)
+    n = U(width)
     total = np.int64(0)
     line[n] = 0
     for i in range(n):
         total += line[i]
         line[n + 1 + i] = total
-    for o in range(_U(n_out)):
+    for o in range(U(n_out)):
         f = firsts[t + o]
-        sums[o] = line[n + _U(f + counts[t + o])] - line[n + _U(f)]
+        sums[o] = line[n + U(f + counts[t + o])] - line[n + U(f)]
 
 
 @kernel(**_PER_LINE)
 def _scale_line(sums, out, w, m, scale, factors, f):
     """``out[w + i] = float64(sums[i]) * scale * factors[f + i]`` for ``i < m``: a line's
     integer window sums as the output, rounded once from float64."""
-    for i in range(_U(m)):
+    for i in range(U(m)):
         out[w + i] = np.float64(sums[i]) * scale * factors[f + i]
 
 
@@ -177,22 +180,22 @@ def _segment_to_fixed_point(x, p, length, start, count, to_int, buf, at):
     ``length`` floats of ``x`` from ``p``, as an integer (times ``to_int``), or 0 outside it."""
     lo = min(max(-start, 0), count)
     hi = max(min(length - start, count), lo)
-    d = _U(at)
-    for m in range(_U(lo)):
+    d = U(at)
+    for m in range(U(lo)):
         buf[d + m] = 0
-    src = _U(p + start + lo)
+    src = U(p + start + lo)
     if to_int <= _FLOAT32_TOP_POWER:
         narrow = np.float32(to_int)
-        for m in range(_U(hi - lo)):
-            buf[d + _U(lo) + m] = _fixed32(x[src + m], narrow)
+        for m in range(U(hi - lo)):
+            buf[d + U(lo) + m] = _fixed32(x[src + m], narrow)
     else:
-        for m in range(_U(hi - lo)):
-            buf[d + _U(lo) + m] = _fixed(x[src + m], to_int)
-    for m in range(_U(hi), _U(count)):
+        for m in range(U(hi - lo)):
+            buf[d + U(lo) + m] = _fixed(x[src + m], to_int)
+    for m in range(U(hi), U(count)):
         buf[d + m] = 0
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums, out, d0, scale, scales, t0):
     """A 1-D NCX slab, or ``rows`` of them (or the one row of a 2-D one): window sums of ``k``
     taps at stride 1 along the contiguous axis of ``rows`` lines of ``length`` float values from
@@ -204,14 +207,14 @@ def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums,
     at a time (:func:`.vector_scan.window_blocks`, the two halves ``LINE_CHUNK`` apart): no line
     as long as the input or the kernel, whatever the two."""
     chunk = LINE_CHUNK
-    t = _U(t0)
+    t = U(t0)
     for r in range(rows):
         p = s0 + r * length
-        w = _U(d0 + r * n_out)
+        w = U(d0 + r * n_out)
         total = np.int64(0)
         # the first window covers [-pad_begin, k - pad_begin); a tile's may start inside the line
-        for i in range(_U(min(max(0, -pad_begin), length)), _U(max(0, min(length, k - pad_begin)))):
-            total += _fixed(x[_U(p) + i], to_int)
+        for i in range(U(min(max(0, -pad_begin), length)), U(max(0, min(length, k - pad_begin)))):
+            total += _fixed(x[U(p) + i], to_int)
         out[w] = np.float64(total) * scale * scales[t]
         u = 0  # ``total`` is the sum of window ``u``
         while u + 1 < n_out:
@@ -219,12 +222,12 @@ def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums,
             _segment_to_fixed_point(x, p, length, u - pad_begin, count, to_int, buf, 0)
             _segment_to_fixed_point(x, p, length, u + k - pad_begin, count, to_int, buf, chunk)
             window_blocks(buf, 0, chunk, sums, 0, (count + LANES - 1) // LANES, total)
-            _scale_line(sums, out, w + _U(u + 1), _U(count), scale, scales, t + _U(u + 1))
+            _scale_line(sums, out, w + U(u + 1), U(count), scale, scales, t + U(u + 1))
             total = sums[count - 1]
             u += count
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _running_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, line, sums, out, d0, unit, scales, t0):
     """A 1-D NCX slab, or ``rows`` of them, whose line is at most :data:`WHOLE_LINE_MAX` long:
     window sums of ``k`` taps at stride 1 along the contiguous axis, of ``rows`` lines of
@@ -232,23 +235,23 @@ def _running_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, line, sums,
     written to ``out`` from ``d0`` times ``unit`` and the axis's scales from ``scales[t0]``.
     Each line is first copied, as integers, between zeros (``pad_begin`` before it), so that
     every window, clipped or not, is ``k`` consecutive values of the copy."""
-    m, t = _U(n_out), _U(t0)
+    m, t = U(n_out), U(t0)
     for r in range(rows):
-        _line_to_fixed_point(x, _U(s0 + r * length), length, pad_begin, to_int, line)
+        _line_to_fixed_point(x, U(s0 + r * length), length, pad_begin, to_int, line)
         _line_window_sums(line, n_out, k, sums)
-        _scale_line(sums, out, _U(d0 + r * n_out), m, unit, scales, t)
+        _scale_line(sums, out, U(d0 + r * n_out), m, unit, scales, t)
 
 
 @kernel(**_PER_LINE)
-def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
+def _vertical_step(x, p, stride, width, f, e, a, b, to_int, line, lead):
     """Move ``line[lead:lead + width]``, the column sums of rows ``a..b`` of the float rows of
-    ``width`` values from ``p`` (as integers, times ``to_int``), to rows ``f..e``: one loop for
-    the common step (one row out, one in), else subtract and add row by row, or start afresh
-    where the windows do not overlap (or ``b`` is negative: the line holds nothing yet).
-    Returns the new (a, b)."""
-    n = _U(width)
+    ``width`` values from ``p``, ``stride`` apart (as integers, times ``to_int``), to rows
+    ``f..e``: one loop for the common step (one row out, one in), else subtract and add row by
+    row, or start afresh where the windows do not overlap (or ``b`` is negative: the line holds
+    nothing yet). Returns the new (a, b), which is always (f, e)."""
+    n, step = U(width), U(stride)
     if f == a + 1 and e == b + 1:
-        old, new = p + _U(a) * n, p + _U(b) * n
+        old, new = p + U(a) * step, p + U(b) * step
         if to_int <= _FLOAT32_TOP_POWER:  # 1x16x256x256 k31 planes: 0.294-0.306 -> 0.278-0.296 ms
             narrow = np.float32(to_int)
             for i in range(n):
@@ -262,12 +265,12 @@ def _vertical_step(x, p, width, f, e, a, b, to_int, line, lead):
             line[lead + i] = 0
         a, b = f, f
     while a < f:
-        row = p + _U(a) * n
+        row = p + U(a) * step
         for i in range(n):
             line[lead + i] -= _fixed(x[row + i], to_int)
         a += 1
     while b < e:
-        row = p + _U(b) * n
+        row = p + U(b) * step
         for i in range(n):
             line[lead + i] += _fixed(x[row + i], to_int)
         b += 1
@@ -279,9 +282,9 @@ def _int_step(src, p, width, f, e, a, b, dst, lead):
     """:func:`_vertical_step` over rows of integer sums: moves ``dst[lead:lead + width]``, the
     sum of rows ``a..b`` of the rows of ``width`` int64 values of ``src`` from ``p``, to rows
     ``f..e``. Returns the new (a, b)."""
-    n = _U(width)
+    n = U(width)
     if f == a + 1 and e == b + 1:
-        old, new = p + _U(a) * n, p + _U(b) * n
+        old, new = p + U(a) * n, p + U(b) * n
         for i in range(n):
             dst[lead + i] += src[new + i] - src[old + i]
         return f, e
@@ -290,12 +293,12 @@ def _int_step(src, p, width, f, e, a, b, dst, lead):
             dst[lead + i] = 0
         a, b = f, f
     while a < f:
-        row = p + _U(a) * n
+        row = p + U(a) * n
         for i in range(n):
             dst[lead + i] -= src[row + i]
         a += 1
     while b < e:
-        row = p + _U(b) * n
+        row = p + U(b) * n
         for i in range(n):
             dst[lead + i] += src[row + i]
         b += 1
@@ -306,139 +309,279 @@ def _int_step(src, p, width, f, e, a, b, dst, lead):
 _FRESH = np.int64(-2)
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
 def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, clipped, unit, line, sums):
     """A 2-D NCX slab in one sweep, every intermediate in cache: for each output row, the column
     sums of its window's rows (a running vector sum over the input rows, kept between zeros in
     ``line``), then their window sums along the row (:func:`_contiguous_sums`), scaled into
     ``out``. The last axis has stride 1; ``pad_begin``, ``kernel`` and ``clipped`` are its own."""
     n0, t0 = axes[0, 1], axes[0, 2]
-    width, n1, t1 = axes[1, 0], axes[1, 1], _U(axes[1, 2])
-    lead, to_int, m = _U(0 if clipped else pad_begin), 1.0 / unit, _U(n1)
-    for i in range(_U(line.shape[0])):
+    width, n1, t1 = axes[1, 0], axes[1, 1], U(axes[1, 2])
+    lead, to_int, m = U(0 if clipped else pad_begin), 1.0 / unit, U(n1)
+    for i in range(U(line.shape[0])):
         line[i] = 0
     a, b = 0, 0
     for o in range(n0):
         c = counts[t0 + o]
-        w = _U(p_out + o * n1)
+        w = U(p_out + o * n1)
         scale = unit * scales[t0 + o]
         if c == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
             for i in range(m):
                 out[w + i] = 0.0 * scale * scales[t1 + i]
             continue
-        a, b = _vertical_step(x, _U(p_in), width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line, lead)
+        a, b = _vertical_step(x, U(p_in), width, width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line,
+                              lead)
         _contiguous_sums(line, width, n1, kernel, clipped, firsts, counts, t1, sums)
         _scale_line(sums, out, w, m, scale, scales, t1)
 
 
-@kernel(**_COMPUTE)
-def _last_level(x, from_x, src_at, ints, levels, last, r, out, p_out, axes, firsts, counts, scales, ncx,
-                pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors):
-    """Every output along axis ``last`` (the last spatial axis of an NXC slab, the one before it
-    of an NCX slab) for output row ``r`` of the axes before it, whose running sums stand in
-    ``ints`` from ``src_at`` (level ``last - 1``), or ``from_x``: the input's rows from
-    ``src_at`` (``last`` is 0, or the axes before it have one row). Its own running sum goes to level
-    ``last`` (NXC: rows of channels, scaled into the output as the window moves) or to ``line``
-    (NCX: a line of column sums, whose window sums along the contiguous axis are scaled into
-    the output). A window's scale is ``unit * row_factors[r]`` times the axis's own, then the
-    later axes' (``inner_factors`` or the contiguous axis's scales): the products the
-    multi-pass kernel took, so the bits are the same."""
+# The columns of ``dims``, one row per dimension of a slab's later values (its spatial axes, then its
+# channels): the input's stride along it, outputs per box (channels per box), the box being swept.
+_STRIDE, _PER_BOX, _AT = 0, 1, 2
+# The columns of ``box``, one row per dimension: the first input index the box reads, how many
+# (along the channels, the box's own channels), its first output, its end output.
+_LO, _LENGTH, _U0, _U1 = 0, 1, 2, 3
+
+
+@kernel(**COMPUTE)
+def _set_box(axes, firsts, counts, dims, box):
+    """``box`` of box ``dims[:, _AT]``: along each spatial axis, its ``dims[d, _PER_BOX]``
+    outputs and the input from the first valid tap of their windows to the last (the whole axis
+    where one box holds every output, as an unboxed sweep reads it); its channels. Axis 0 is
+    never cut: the sweep runs along it."""
+    ndim = axes.shape[0]
+    for d in range(ndim + 1):
+        whole = axes[d, 0] if d < ndim else dims[ndim - 1, _STRIDE]  # the channels: NCX's stride is 1
+        n = axes[d, 1] if d < ndim else whole
+        u0 = dims[d, _AT] * dims[d, _PER_BOX]
+        u1 = min(n, u0 + dims[d, _PER_BOX])
+        lo, hi = 0, whole
+        if d < ndim and u1 - u0 < n:
+            lo, hi = whole, 0
+            t = axes[d, 2]
+            for o in range(u0, u1):
+                if counts[t + o] > 0:
+                    lo = min(lo, firsts[t + o])
+                    hi = max(hi, firsts[t + o] + counts[t + o])
+            hi = max(hi, lo)  # no valid tap in the box: it reads nothing
+        elif d == ndim:
+            lo, hi = u0, u1
+        box[d, _LO], box[d, _LENGTH], box[d, _U0], box[d, _U1] = lo, hi - lo, u0, u1
+
+
+@kernel(**COMPUTE)
+def _next_box(axes, dims):
+    """Move ``dims[:, _AT]`` to the next box (the channels' boxes fastest, then the last
+    axis's, ...): False after the last."""
+    ndim = axes.shape[0]
+    for d in range(ndim, 0, -1):
+        n = axes[d, 1] if d < ndim else dims[ndim - 1, _STRIDE]
+        dims[d, _AT] += 1
+        if dims[d, _AT] * dims[d, _PER_BOX] < n:
+            return True
+        dims[d, _AT] = 0
+    return False
+
+
+@kernel(**COMPUTE)
+def _box_levels(box, ncx, levels):
+    """``levels[i]`` = (values per row along axis ``i`` in the box: the product of the later
+    axes' lengths and its channels, where its running sum is kept in the ints); returns the
+    ints they take."""
+    ndim = levels.shape[0]
+    width = box[ndim, _LENGTH]
+    for axis in range(ndim - 1, -1, -1):
+        levels[axis, 0] = width
+        width *= box[axis, _LENGTH]
+    held = 0
+    for axis in range(max(0, ndim - 2) if ncx else ndim):  # NCX: the last level's line is ``line``
+        if axis == 0 and ndim == 2 and box[0, _LENGTH] == 1:
+            continue  # a 2-D NXC slab of one row: its last level reads the input (_sweep)
+        levels[axis, 1] = held
+        held += levels[axis, 0]
+    return held
+
+
+@kernel(**COMPUTE)
+def _box_runs(box, dims):
+    """The box's row of axis 0 as runs of consecutive input values: (the last dimension ``q``
+    that the box cuts, 0 if none; how many runs; their length). Past ``q`` every dimension is
+    whole, so a run spans it; the dimensions from 1 to ``q - 1`` index the runs."""
+    ndim = box.shape[0] - 1
+    q = 0
+    for d in range(ndim, 0, -1):
+        whole = dims[d - 1, _STRIDE] // dims[d, _STRIDE]
+        if box[d, _LO] > 0 or box[d, _LENGTH] < whole:
+            q = d
+            break
+    runs = 1
+    for d in range(1, q):
+        runs *= box[d, _LENGTH]
+    return q, runs, box[q, _LENGTH] * dims[q, _STRIDE] if q > 0 else dims[0, _STRIDE]
+
+
+@kernel(**COMPUTE)
+def _run_start(box, dims, q, s):
+    """Where run ``s`` of the box's row of axis 0 starts, from the start of an input row."""
+    start = box[q, _LO] * dims[q, _STRIDE]
+    for d in range(q - 1, 0, -1):
+        start += (box[d, _LO] + s % box[d, _LENGTH]) * dims[d, _STRIDE]
+        s //= box[d, _LENGTH]
+    return start
+
+
+@kernel(**_PER_LINE)
+def _row_step(x, p, box, dims, q, runs, run, f, e, a, b, to_int, ints, lead):
+    """:func:`_vertical_step` of level 0, whose rows are the box's part of the input's rows
+    along axis 0 (``runs`` runs of ``run`` values each, :func:`_box_runs`), kept one after the
+    other from ``ints[lead]``. Returns (f, e)."""
+    for s in range(runs):
+        _vertical_step(x, p + U(_run_start(box, dims, q, s)), dims[0, _STRIDE], run, f, e, a, b, to_int, ints,
+                       lead + U(s * run))
+    return f, e
+
+
+@kernel(**COMPUTE)
+def _box_first(firsts, counts, at, lo):
+    """The first valid tap of window ``at`` in a box's input from ``lo``; 0 for an empty window
+    (which reads nothing, wherever it is)."""
+    return firsts[at] - lo if counts[at] > 0 else 0
+
+
+@kernel(**COMPUTE)
+def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out, axes, firsts, counts, scales, ncx,
+                pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels):
+    """Every output of the box along axis ``last`` (the last spatial axis of an NXC slab, the
+    one before it of an NCX slab) for output row ``r`` of the axes before it, whose running sums
+    stand in ``ints`` from ``src_at`` (level ``last - 1``), or ``from_x``: the input's rows from
+    ``src_at``, ``src_stride`` apart (``last`` is 0, or the axes before it have one row). Its
+    own running sum goes to level ``last`` (NXC: rows of the box's channels, scaled into the
+    output as the window moves) or to ``line`` (NCX: a line of column sums, whose window sums
+    along the contiguous axis are scaled into the output). A window's scale is ``unit *
+    row_factors[r]`` times the axis's own, then (NCX) the contiguous axis's: the products the
+    multi-pass kernel took, so the bits are the same (NXC's channels have no divisor)."""
     n, t = axes[last, 1], axes[last, 2]
+    lo, u0, u1 = box[last, _LO], box[last, _U0], box[last, _U1]
     width = levels[last, 0]
     row_scale = unit * row_factors[r]
     a, b = _FRESH, _FRESH
     if ncx:
-        lead = _U(0 if clipped else pad_begin)
-        ln, tl = axes[last + 1, 1], _U(axes[last + 1, 2])
-        m = _U(ln)
-        for o in range(n):  # here ``last`` >= 1 and not ``from_x``: 1-D and 2-D NCX slabs have their own kernels
-            f = firsts[t + o]
-            a, b = _int_step(ints, _U(src_at), width, f, f + counts[t + o], a, b, line, lead)
+        lead = U(0 if clipped else pad_begin)
+        ln, tl = axes[last + 1, 1], U(axes[last + 1, 2])
+        m = U(ln)
+        for o in range(u0, u1):  # here ``last`` >= 1 and not ``from_x``: 1-D and 2-D NCX slabs have their own kernels
+            f = _box_first(firsts, counts, t + o, lo)
+            a, b = _int_step(ints, U(src_at), width, f, f + counts[t + o], a, b, line, lead)
             _contiguous_sums(line, axes[last + 1, 0], ln, kernel, clipped, firsts, counts, tl, sums)
-            _scale_line(sums, out, _U(p_out + (r * n + o) * ln), m, row_scale * scales[t + o], scales, tl)
+            _scale_line(sums, out, U(p_out + (r * n + o) * ln), m, row_scale * scales[t + o], scales, tl)
         return
-    acc = _U(levels[last, 1])
-    c = _U(width)
-    for o in range(n):
-        f = firsts[t + o]
+    acc = U(levels[last, 1])
+    c, c0 = U(width), box[axes.shape[0], _LO]
+    for o in range(u0, u1):
+        f = _box_first(firsts, counts, t + o, lo)
         if from_x:
-            a, b = _vertical_step(x, _U(src_at), width, f, f + counts[t + o], a, b, to_int, ints, acc)
+            a, b = _vertical_step(x, U(src_at), src_stride, width, f, f + counts[t + o], a, b, to_int, ints, acc)
         else:
-            a, b = _int_step(ints, _U(src_at), width, f, f + counts[t + o], a, b, ints, acc)
+            a, b = _int_step(ints, U(src_at), width, f, f + counts[t + o], a, b, ints, acc)
         scale = row_scale * scales[t + o]
-        w = _U(p_out + (r * n + o) * width)
+        w = U(p_out + (r * n + o) * channels + c0)
         for i in range(c):
-            out[w + i] = np.float64(ints[acc + i]) * scale * inner_factors[i]
+            out[w + i] = np.float64(ints[acc + i]) * scale
 
 
-@kernel(**_COMPUTE)
-def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints,
-                  levels, state, line, sums, row_factors, inner_factors):
-    """A slab of any other shape (NXC, or NCX of 3 or more axes) in one sweep: level ``i`` is
-    the running sum along axis ``i`` of rows of ``levels[i, 0]`` values (the product of the later
-    axes' lengths and the channels) of level ``i - 1`` (level 0: of the input, converted as they
-    enter and leave), kept in ``ints`` from ``levels[i, 1]``. Each time the levels above the
-    last one stand at a new output, :func:`_last_level` makes every output along the last one.
-    ``state[i]`` = (output, a, b) of level ``i``."""
+@kernel(**COMPUTE)
+def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
+           state, line, sums, row_factors, dims, box):
+    """The outputs of one box of a slab (NXC, or NCX of 3 or more axes), in one sweep along axis
+    0: level ``i`` is the running sum along axis ``i`` of rows of ``levels[i, 0]`` values (the
+    product of the box's later lengths and channels) of level ``i - 1`` (level 0: of the input,
+    converted as they enter and leave), kept in ``ints`` from ``levels[i, 1]``. Each time the
+    levels above the last one stand at a new output, :func:`_last_level` makes every output of
+    the box along the last one. ``state[i]`` = (output, a, b) of level ``i``."""
     ndim = axes.shape[0]
     last = ndim - 2 if ncx else ndim - 1
     to_int = 1.0 / unit
+    channels, c0 = dims[ndim - 1, _STRIDE], box[ndim, _LO]
     if last == 0:
-        _last_level(x, True, p_in, ints, levels, last, 0, out, p_out, axes, firsts, counts, scales, ncx, pad_begin,
-                    kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors)
+        _last_level(x, True, p_in + c0, channels, ints, levels, last, 0, out, p_out, axes, firsts, counts, scales, ncx,
+                    pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
         return
     if last == 1 and not ncx and axes[0, 0] == 1:
         # a 2-D NXC slab of one row (N, 1, W, C): each window along the first axis holds that row
         # or nothing, so the last level reads the input row itself (level 0 would copy the slab)
-        n1, t1, c = axes[1, 1], axes[1, 2], _U(levels[1, 0])
+        n1, t1, c = axes[1, 1], axes[1, 2], U(box[ndim, _LENGTH])
+        src = p_in + box[1, _LO] * channels + c0
         for o in range(axes[0, 1]):
             if counts[axes[0, 2] + o] > 0:
-                _last_level(x, True, p_in, ints, levels, last, o, out, p_out, axes, firsts, counts, scales, ncx,
-                            pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors)
+                _last_level(x, True, src, channels, ints, levels, last, o, out, p_out, axes, firsts, counts, scales,
+                            ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
                 continue
             row_scale = unit * row_factors[o]
-            for o1 in range(n1):  # no valid tap: 0 * (1/0) is NaN unless padding counts
+            for o1 in range(box[1, _U0], box[1, _U1]):  # no valid tap: 0 * (1/0) is NaN unless padding counts
                 scale = row_scale * scales[t1 + o1]
-                w = _U(p_out + (o * n1 + o1) * levels[1, 0])
+                w = U(p_out + (o * n1 + o1) * channels + c0)
                 for i in range(c):
-                    out[w + i] = np.float64(0) * scale * inner_factors[i]
+                    out[w + i] = np.float64(0) * scale
         return
+    q, runs, run = _box_runs(box, dims)
     level = 0
     state[0, 0], state[0, 1], state[0, 2] = 0, _FRESH, _FRESH
     while True:
         i = level
         o = state[i, 0]
-        if o == axes[i, 1]:
+        if o == box[i, _U1]:
             if i == 0:
                 return
             level = i - 1
             state[level, 0] += 1
             continue
         t = axes[i, 2]
-        f = firsts[t + o]
+        f = _box_first(firsts, counts, t + o, box[i, _LO])
         e = f + counts[t + o]
         if i == 0:
-            a, b = _vertical_step(x, _U(p_in), levels[0, 0], f, e, state[0, 1], state[0, 2], to_int, ints,
-                                  _U(levels[0, 1]))
+            a, b = _row_step(x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], to_int, ints,
+                             U(levels[0, 1]))
         else:
-            a, b = _int_step(ints, _U(levels[i - 1, 1]), levels[i, 0], f, e, state[i, 1], state[i, 2], ints,
-                             _U(levels[i, 1]))
+            a, b = _int_step(ints, U(levels[i - 1, 1]), levels[i, 0], f, e, state[i, 1], state[i, 2], ints,
+                             U(levels[i, 1]))
         state[i, 1], state[i, 2] = a, b
         if i + 1 < last:
             level = i + 1
-            state[level, 0], state[level, 1], state[level, 2] = 0, _FRESH, _FRESH
+            state[level, 0], state[level, 1], state[level, 2] = box[level, _U0], _FRESH, _FRESH
             continue
         r = 0  # the output row of the levels above the last
         for j in range(last):
             r = r * axes[j, 1] + state[j, 0]
-        _last_level(x, False, levels[last - 1, 1], ints, levels, last, r, out, p_out, axes, firsts, counts, scales,
-                    ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, inner_factors)
+        _last_level(x, False, levels[last - 1, 1], levels[last, 0], ints, levels, last, r, out, p_out, axes, firsts,
+                    counts, scales, ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box,
+                    channels)
         state[i, 0] += 1
 
 
-@kernel(**_COMPUTE)
+@kernel(**COMPUTE)
+def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints,
+                  levels, state, line, sums, row_factors, boxed, dims, box):
+    """A slab of any other shape (NXC, or NCX of 3 or more axes): box by box when ``boxed``
+    (:func:`_sweep` each; the boxes' windows share no running sum, so the integers summed are
+    the same), else in one sweep (``box`` and ``levels`` hold the whole slab's)."""
+    if not boxed:
+        _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
+               state, line, sums, row_factors, dims, box)
+        return
+    for d in range(dims.shape[0]):
+        dims[d, _AT] = 0
+    while True:
+        _set_box(axes, firsts, counts, dims, box)
+        _box_levels(box, ncx, levels)
+        _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
+               state, line, sums, row_factors, dims, box)
+        if not _next_box(axes, dims):
+            return
+
+
+@kernel(**COMPUTE)
 def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                 row_factors, inner_factors, streamed, ints, levels, state, line, sums):
+                 row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
     """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails
     (one ``q`` for them all). NCX passes the contiguous axis's (pad_begin, kernel, clipped).
     ``streamed``: 1-D NCX lines, or 2-D NCX planes of one row, go through :func:`_streamed_lines`."""
@@ -454,7 +597,7 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
                         b * slab_out, unit, scales, axes[0, 2])
         return True
     if streamed:  # 2-D planes of one row: each output row is that row's line, or nothing
-        n0, t0, n1, t1 = axes[0, 1], axes[0, 2], axes[1, 1], _U(axes[1, 2])
+        n0, t0, n1, t1 = axes[0, 1], axes[0, 2], axes[1, 1], U(axes[1, 2])
         for s in range(b, b + slabs):
             for o in range(n0):
                 scale = unit * scales[t0 + o]
@@ -463,8 +606,8 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
                     _streamed_lines(x, s * slab_in, 1, axes[1, 0], n1, pad_begin, kernel, 1.0 / unit, line, sums, out,
                                     w, scale, scales, axes[1, 2])
                     continue
-                for i in range(_U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
-                    out[_U(w) + i] = 0.0 * scale * scales[t1 + i]
+                for i in range(U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
+                    out[U(w) + i] = 0.0 * scale * scales[t1 + i]
         return True
     if ncx and ndim == 1:
         _running_lines(x, b * slab_in, slabs, axes[0, 0], axes[0, 1], pad_begin, kernel, 1.0 / unit, line, sums, out,
@@ -476,11 +619,11 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
                          unit, line, sums)
         else:
             _exact_stream(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, ncx, pad_begin, kernel,
-                          clipped, unit, ints, levels, state, line, sums, row_factors, inner_factors)
+                          clipped, unit, ints, levels, state, line, sums, row_factors, boxed, dims, box)
     return True
 
 
-@kernel(**_JIT)
+@kernel(**JIT)
 def _cache_aligned(size, first):
     """``size`` uninitialised int64s whose element ``first`` starts a 64-byte cache line. The
     allocator aligns to 32 bytes only, and a vector store that straddles two lines costs about
@@ -492,17 +635,35 @@ def _cache_aligned(size, first):
     return spare[skip:skip + size]
 
 
-@kernel(entry=True, **_JIT)
+@kernel(**COMPUTE)
+def _most_held(axes, firsts, counts, ncx, dims, box, levels):
+    """The most ints that the running sums of any one box hold; ``box`` and ``levels`` are left
+    at the first box (the whole slab's, unboxed)."""
+    most = 0
+    while True:
+        _set_box(axes, firsts, counts, dims, box)
+        most = max(most, _box_levels(box, ncx, levels))
+        if not _next_box(axes, dims):
+            break
+    _set_box(axes, firsts, counts, dims, box)
+    _box_levels(box, ncx, levels)
+    return most
+
+
+@kernel(entry=True, **JIT)
 def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                     global_scale, passes, headroom, row_factors, inner_factors, int_size, exact_group, fallback):
+                     global_scale, passes, headroom, row_factors, int_size, box_outputs, exact_group,
+                     fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``exact_group`` slabs exactly
     in int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
     (whose arguments come first), called at its native address ``fallback``: linked in, it
     would have LLVM optimise the whole float64 kernel again (23 s of the first call, measured).
     ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous axis of NCX, always
-    ``passes[0]``, its pad_begin, kernel, line length and whether it is clipped). ``int_size``:
-    the int64 running sums held, one row per level of :func:`_exact_stream` (the engine's
-    :func:`~avgpool.engine.running_plan` sizes it; a smaller one is refused)."""
+    ``passes[0]``, its pad_begin, kernel, line length and whether it is clipped). A slab of
+    :func:`_exact_stream` is swept in boxes of ``box_outputs[d]`` outputs along each spatial
+    axis ``d`` (``box_outputs[ndim]``: channels) — its outputs, its channels: one box, the whole
+    slab. ``int_size``: the int64 running sums held, one row per level of the biggest box (the
+    engine's :func:`~avgpool.engine.running_plan` sizes both; a smaller one is refused)."""
     bits = x.view(np.uint32)
     ndim = axes.shape[0]
     ncx = passes[0, 5] > 0
@@ -511,20 +672,18 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
         slab_in *= axes[axis, 0]
         slab_out *= axes[axis, 1]
         most = max(most, axes[axis, 1])
-    # levels[i] = (values per row along axis i, where its running sum is kept in ints)
     levels = np.zeros((ndim, 2), np.int64)
     state = np.zeros((ndim, 3), np.int64)
-    width = channels
-    for axis in range(ndim - 1, -1, -1):
-        levels[axis, 0] = width
-        width *= axes[axis, 0]
-    held = 0
-    for axis in range(max(0, ndim - 2) if ncx else ndim):  # NCX: the last level's line is ``line``
-        if axis == 0 and ndim == 2 and axes[0, 0] == 1:
-            continue  # a 2-D NXC slab of one row: its last level reads the input (_exact_stream)
-        levels[axis, 1] = held
-        held += levels[axis, 0]
-    if held > int_size:
+    dims = np.zeros((ndim + 1, 3), np.int64)
+    box = np.zeros((ndim + 1, 4), np.int64)
+    dims[ndim, _STRIDE] = 1
+    for d in range(ndim - 1, -1, -1):
+        dims[d, _STRIDE] = dims[d + 1, _STRIDE] * (axes[d + 1, 0] if d + 1 < ndim else channels)
+    boxed = False
+    for d in range(ndim + 1):
+        dims[d, _PER_BOX] = box_outputs[d]
+        boxed |= box_outputs[d] < (axes[d, 1] if d < ndim else channels)
+    if _most_held(axes, firsts, counts, ncx, dims, box, levels) > int_size:
         raise RuntimeError("the exact kernel was given too little scratch for its running sums")
     ints = np.empty(int_size, np.int64)
     # a 1-D NCX line, or the one row of 2-D NCX planes, longer than WHOLE_LINE_MAX or clipped
@@ -543,13 +702,13 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                        row_factors, inner_factors, streamed, ints, levels, state, line, sums):
+                        row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
             continue
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
             if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                            row_factors, inner_factors, streamed, ints, levels, state, line, sums):
+                            row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
                 continue
             if not call_native(fallback, x, out, s, s + 1, (group, band, axes, firsts, counts, splits, scales,
                                                             channels, scratch_size, global_scale)):
