@@ -79,9 +79,11 @@ EXACT_HELD_BYTES = 1 << 22
 EXACT_BOX_MIN_OUTPUTS = 16
 
 # NCX planes of at most this many values, pooled by windows of at most 3 x 3 taps at stride 1 with
-# an output the size of the input, go by kernels/small_planes.py (serial, 1x1024x7x7 3x3 p1:
-# 26 us against 49; 1x576x14x14: 57 against 71; 1x192x28x28 was no faster).
-SMALL_PLANE_VALUES = 256
+# an output the size of the input, go by kernels/small_planes.py: it costs ~0.6 ns per value
+# whatever the plane, where the separable passes' short rows cost more on small planes (3x3 p1,
+# serial, in one process: 1x1024x7x7 32 us against 53-56, 1x1024x10x10 63 against 78,
+# 1x800x12x12 72 against 78; 1x576x14x14 alike, 1x600x16x16 slower).
+SMALL_PLANE_VALUES = 144
 
 # An axis with more outputs than this is pooled in tiles of TILE_OUTPUTS outputs along it
 # (avgpool.tiles, the same bits): the window tables take 48 bytes per output along each axis,
