@@ -57,7 +57,7 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                          kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
                          pads: Sequence[int] | None = None, auto_pad: str = "NOTSET",
                          ceil_mode: bool | int = False, count_include_pad: bool | int = False,
-                         channels_last: bool | int = False) -> np.ndarray:
+                         channels_last: bool | int = False, out: np.ndarray | None = None) -> np.ndarray:
     """onnxruntime's com.microsoft QLinearAveragePool, bit for bit.
 
     >>> import numpy as np
@@ -65,6 +65,9 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     >>> x = np.array([[[10, 20, 30, 40]]], dtype=np.uint8)
     >>> qlinear_average_pool(x, 1.0, 0, 1.0, 0, [3], strides=[2], pads=[1, 1], ceil_mode=1, count_include_pad=1)
     array([[[10, 30, 13]]], dtype=uint8)
+    >>> y = np.empty((1, 1, 4), np.uint8)  # out=: written and returned, as average_pool's
+    >>> qlinear_average_pool(x, 1.0, 0, 1.0, 0, [3], pads=[1, 1], out=y) is y, y
+    (True, array([[[15, 20, 30, 35]]], dtype=uint8))
 
     ``x`` is uint8 or int8, N x C x D1 ... Dn (or N x D1 ... Dn x C with ``channels_last``), any
     n >= 1 (onnxruntime stops at 3); the output has its dtype. ``x_scale`` and ``y_scale`` are
@@ -92,7 +95,14 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     minimum, and NaN (only reachable when dequantized values overflow float32) gives the minimum.
     ``y_scale`` must be finite and non-zero and ``x_scale`` finite.
 
-    Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype, shape or scalar input.
+    ``out``, as for :func:`avgpool.average_pool`: a writeable array of the output's shape and
+    ``x``'s dtype that the result is written into and returned; any ndarray subclass (an
+    ``np.memmap``, ``np.lib.format.open_memmap``'s result) is returned itself, and one that is
+    not C-contiguous or shares memory with ``x`` (``x`` itself, pooling in place) gets the
+    result copied in once it is computed.
+
+    Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype, shape, scalar input or
+    ``out``.
     """
     if type(x) is np.ndarray:
         last = _LAST
@@ -103,7 +113,8 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                 and len(kernel_shape) == len(last[13]) and all(map(_is, kernel_shape, last[13]))
                 and (strides is None or (len(strides) == len(last[14]) and all(map(_is, strides, last[14]))))
                 and (pads is None or (len(pads) == len(last[15]) and all(map(_is, pads, last[15]))))):
-            return qlinear_engine.run(last[16], x if x.flags.c_contiguous else np.ascontiguousarray(x), last[17])
+            x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+            return qlinear_engine.run(last[16], x, last[17]) if out is None else _into(last[16], x, last[17], out)
         # repeated calls: one lookup keyed by everything that validation depends on, types included
         # (True == 1 == 1.0 as dictionary keys, but they validate differently)
         try:
@@ -115,7 +126,8 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
         except (Unhashable, TypeError):
             key = found = None
         if found is not None:
-            return qlinear_engine.run(found[0], x if x.flags.c_contiguous else np.ascontiguousarray(x), found[1])
+            x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+            return qlinear_engine.run(found[0], x, found[1]) if out is None else _into(found[0], x, found[1], out)
     else:
         key = None
     try:
@@ -138,12 +150,23 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                       ceil_mode, count_include_pad, channels_last, prepared, kernel_args)
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
-        return qlinear_engine.run(prepared, array, kernel_args)
+        if out is None:
+            return qlinear_engine.run(prepared, array, kernel_args)
+        return qlinear_engine.run_into(prepared, array, kernel_args, out)
     except AvgPoolError as err:
         message = str(err)
         if message.startswith(dialect.LABEL + ":"):
             raise
         raise AvgPoolError(f"{dialect.LABEL}: {message}") from None
+
+
+def _into(prepared: qlinear_engine.Prepared, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
+    """A remembered call into ``out`` (:func:`.qlinear_engine.run_into`), whose errors, all
+    about ``out``, name the operator as the first call's do."""
+    try:
+        return qlinear_engine.run_into(prepared, x, kernel_args, out)
+    except AvgPoolError as err:
+        raise AvgPoolError(f"{dialect.LABEL}: {err}") from None
 
 
 def _remember(x: np.ndarray, *args: Any) -> None:

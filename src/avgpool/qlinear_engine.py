@@ -16,6 +16,7 @@ import numpy as np
 
 from . import threads
 from .dialects import qlinear as dialect
+from .inputs import check_out
 from .plan import make_plan
 from .shape import infer_output_shape
 from .spec import Layout
@@ -278,3 +279,30 @@ def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) 
         else:
             threads.run_pieces(kernel, x, out, items, pieces, kernel_args)
     return result if out_how < 2 else out.reshape(out_shape)
+
+
+def run_into(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...], out: Any) -> np.ndarray:
+    """:func:`run` writing into ``out`` and returning it: an array of the output's shape and
+    ``x``'s dtype, writeable (else :class:`~avgpool.errors.AvgPoolError`, naming what is
+    wrong), of any layout and ndarray subclass (an ``np.memmap``, ``open_memmap``'s result), and
+    ``x`` itself or sharing its memory: the kernels then write a new array, copied into ``out``
+    once the input has been read, as they do where ``out`` is not C-contiguous."""
+    check_out(out, prepared.out_shape, x.dtype)
+    if type(out) is not np.ndarray:
+        # the kernels take plain arrays: a plain view of the subclass's memory, itself returned
+        run_into(prepared, x, kernel_args, out.view(np.ndarray))
+        return out
+    direct = out.flags.c_contiguous and not np.may_share_memory(out, x)
+    target = out if direct else np.empty(prepared.out_shape, x.dtype)
+    kernel, items, pieces, x_view, out_view, _, x_how, _ = prepared.plan
+    if kernel is not None:
+        if x_how:
+            x = x.ravel() if x_how == 1 else x.reshape(x_view)
+        flat = target.reshape(out_view)  # a view: the target is C-contiguous
+        if pieces == 1:
+            kernel(x, flat, 0, items, kernel_args[0])
+        else:
+            threads.run_pieces(kernel, x, flat, items, pieces, kernel_args)
+    if not direct:
+        out[...] = target
+    return out
