@@ -1,25 +1,46 @@
 #!/usr/bin/env python3
-"""Time avgpool.qlinear_average_pool against onnxruntime's QLinearAveragePool and PyTorch's
-quantized avg_pool2d, interleaved, in one process.
+"""Time avgpool's QLinearAveragePool against onnxruntime's com.microsoft QLinearAveragePool and
+PyTorch's quantized avg_pool2d, interleaved, in one process, and check it bit for bit.
 
-    python benchmarks/bench_qlinear.py             # 7 rounds
-    python benchmarks/bench_qlinear.py --rounds 3  # quicker
-    python benchmarks/bench_qlinear.py --quick     # 3 rounds of ~5 ms batches: a smoke run
+    python benchmarks/bench_qlinear.py              # every row, 7 rounds of >= 50 ms batches
+    python benchmarks/bench_qlinear.py --rounds 3   # quicker
+    python benchmarks/bench_qlinear.py --quick      # 3 rounds of ~5 ms batches: a smoke run
+    python benchmarks/bench_qlinear.py --only node  # only the model-node rows
     python benchmarks/bench_qlinear.py --only global
 
-Each workload runs in both layouts: NCHW (onnxruntime channels_last=0, torch contiguous) and NHWC
-(avgpool channels_last=True, onnxruntime channels_last=1, torch channels_last memory format).
-onnxruntime runs through IOBinding on preallocated buffers; 2 threads per runtime. Peers are
-interleaved, the order rotated each round, with a 50 ms pause before each batch (onnxruntime's
-workers spin for ~40 ms after a call and would slow whatever runs next on 2 cores). Printed: each
-implementation's median per-call time and avgpool's ratio to the fastest peer of that layout
-(< 1 is faster). avgpool's output is checked bit for bit against onnxruntime's; torch uses integer
-arithmetic of its own, so only its largest difference is shown. At the end: per layout and for
-both together, the geometric mean of avgpool / fastest peer and the worst row.
+Rows: the hand-written uint8 workloads (group "table"), then one row per distinct AveragePool /
+GlobalAveragePool call of onnx's light test models (group "node", found by
+``model_nodes.model_nodes()`` as bench.py's node rows are; a GlobalAveragePool becomes a kernel of
+the whole plane), run as QLinearAveragePool on random uint8 data of the node's shape and
+attributes with x_scale 0.05, x_zero_point 128, y_scale 0.04, y_zero_point 120 (the table rows
+keep 0.05/128 for both). Every row runs in both layouts: NCHW (channels_last=0 for avgpool and
+onnxruntime, a contiguous torch tensor) and NHWC (channels_last=1, torch's channels_last format).
 
-avgpool is timed as users call it, ``qlinear_average_pool(x, scales, zero points, kernel, ...)``
-(a new output per call): avgpool has no prepared QLinearAveragePool object and no ``out=`` for it,
-so there is no function / prepared ratio to report here (bench.py reports it for AveragePool).
+Columns (median seconds per call; 2 threads per runtime):
+
+  prepared    avgpool's memoised prepared engine called directly, as qlinear_average_pool's
+              memo-hit path does: ``qlinear_engine.run_into(prepared, x, kernel_args, out)`` with
+              the ``Prepared`` of ``qlinear_engine.prepare_cached(...)`` and the kernel arguments of
+              ``prepared.kernel_args(...)`` (the very objects the function's memo holds; checked)
+              and a preallocated output. No public API: the counterpart of an onnxruntime session.
+  function    the public ``avgpool.qlinear_average_pool(x, x_scale, x_zp, y_scale, y_zp, kernel,
+              **attrs, channels_last=..., out=out)`` with the same preallocated output.
+  onnxruntime a one-node com.microsoft QLinearAveragePool model, CPU EP, run_with_iobinding on
+              preallocated OrtValues.
+  torch       torch.ao.nn.quantized.functional.avg_pool2d on a quint8 tensor (a new output per
+              call; its output keeps the input's scale, so it does no requantization to y_scale).
+  fn/prep     function / prepared; ratio = prepared / fastest peer; fn ratio = function / fastest
+              peer (< 1: avgpool is faster).
+
+Peers are interleaved, the order rotated each round, with a 50 ms pause before each batch
+(bench.measure). Both avgpool outputs are checked bit for bit against onnxruntime's on every row
+(exit status 1 on any difference); torch uses integer arithmetic of its own, so only its largest
+difference is shown (after requantizing its output to y_scale/y_zero_point in numpy). The summary
+gives, per layout and for both, the geometric mean and worst of prepared / fastest peer and
+function / fastest peer over the table rows, the model-node rows and all rows, with how many are
+above 1.0; function / prepared (geometric mean, worst, how many within 10%); and PASS/FAIL for the
+targets: model nodes geometric mean <= 0.6, no row above 1.0, function within 10% of prepared on
+every model node (and every row).
 """
 
 from __future__ import annotations
@@ -28,46 +49,107 @@ import argparse
 import math
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from bench import Runner, measure  # one timing method for every benchmark
 
-from avgpool.qlinear import qlinear_average_pool
+import avgpool
+from avgpool import qlinear as _qlinear
+from avgpool import qlinear_engine
 
+HERE = Path(__file__).resolve().parent
 THREADS = 2
-X_SCALE, X_ZP, Y_SCALE, Y_ZP = 0.05, 128, 0.05, 128
+TABLE_QUANT = (0.05, 128, 0.05, 128)   # x_scale, x_zero_point, y_scale, y_zero_point of the table rows
+NODE_QUANT = (0.05, 128, 0.04, 120)    # ... of the model-node rows
+ORT_ATTRS = ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "count_include_pad")
+PEERS = ("onnxruntime", "torch")
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
-    shape: tuple[int, ...]  # NCHW
-    kernel: int
-    stride: int
-    pad: int = 0
+    shape: tuple[int, ...]      # NCHW
+    attrs: dict[str, Any]       # QLinearAveragePool attributes but channels_last
+    group: str = "table"        # "table" or "node"
+    quant: tuple = TABLE_QUANT
+    note: str = ""
+
+
+def _table(name: str, shape: tuple[int, ...], kernel: int, stride: int, pad: int = 0) -> Workload:
+    return Workload(name, shape, {"kernel_shape": [kernel] * 2, "strides": [stride] * 2, "pads": [pad] * 4})
 
 
 WORKLOADS = [
-    Workload("uint8 QLinear densenet transition, batch 32 (32x128x56x56, 2x2 s2)", (32, 128, 56, 56), 2, 2),
-    Workload("densenet121 2x2 s2 (1x128x56x56)", (1, 128, 56, 56), 2, 2),
-    Workload("densenet121 global 7x7 (1x1024x7x7)", (1, 1024, 7, 7), 7, 7),
-    Workload("resnet50 global 7x7 (1x2048x7x7)", (1, 2048, 7, 7), 7, 7),
-    Workload("inception 3x3 s1 p1 (1x192x28x28)", (1, 192, 28, 28), 3, 1, 1),
-    Workload("tiny 1x1x4x4 k2 (per-call overhead)", (1, 1, 4, 4), 2, 1),
+    _table("uint8 QLinear densenet transition, batch 32 (32x128x56x56, 2x2 s2)", (32, 128, 56, 56), 2, 2),
+    _table("densenet121 2x2 s2 (1x128x56x56)", (1, 128, 56, 56), 2, 2),
+    _table("densenet121 global 7x7 (1x1024x7x7)", (1, 1024, 7, 7), 7, 7),
+    _table("resnet50 global 7x7 (1x2048x7x7)", (1, 2048, 7, 7), 7, 7),
+    _table("inception 3x3 s1 p1 (1x192x28x28)", (1, 192, 28, 28), 3, 1, 1),
+    _table("tiny 1x1x4x4 k2 (per-call overhead)", (1, 1, 4, 4), 2, 1),
 ]
 
 
-def avgpool_runner(w: Workload, x: np.ndarray, nhwc: bool) -> Runner:
-    kwargs = dict(strides=[w.stride] * 2, pads=[w.pad] * 4, channels_last=nhwc)
-    kernel = [w.kernel] * 2
-    box: list = [None]
+def node_workloads() -> tuple[list[Workload], list[str]]:
+    """One row per distinct pooling call of onnx's light test models (model_nodes.model_nodes())."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    from model_nodes import model_nodes
+
+    nodes, messages = model_nodes()
+    rows = []
+    for n in nodes:
+        attrs = {k: v for k, v in n.attrs.items() if k in ORT_ATTRS}
+        if any(d != 1 for d in n.attrs.get("dilations", [])):
+            messages.append(f"{n.label} skipped: QLinearAveragePool has no dilations")
+            continue
+        note = ""
+        if len(n.sources) > 1:
+            note = f"{len(n.sources)} nodes make this call: " + ", ".join(s.split(" (")[0] for s in n.sources)
+        rows.append(Workload(n.label, tuple(n.shape), attrs, "node", NODE_QUANT, note))
+    return rows, messages
+
+
+def _kwargs(w: Workload, nhwc: bool) -> dict[str, Any]:
+    kwargs = {k: v for k, v in w.attrs.items() if k != "kernel_shape"}
+    kwargs["channels_last"] = nhwc
+    return kwargs
+
+
+def prepared_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
+    """The engine objects qlinear_average_pool memoises, called as its memo-hit path does."""
+    kw = _kwargs(w, nhwc)
+    frz = _qlinear._freeze
+    prepared = qlinear_engine.prepare_cached(
+        x.shape, x.dtype, frz(w.attrs["kernel_shape"]), frz(kw.get("strides")), frz(kw.get("pads")),
+        frz(kw.get("auto_pad", "NOTSET")), frz(kw.get("ceil_mode", False)), frz(kw.get("count_include_pad", False)),
+        frz(nhwc))
+    kernel_args = prepared.kernel_args(_qlinear._params(x.dtype, *w.quant))
+    out = np.empty(out_shape, x.dtype)
+    run_into = qlinear_engine.run_into
 
     def call():
-        box[0] = qlinear_average_pool(x, X_SCALE, X_ZP, Y_SCALE, Y_ZP, kernel, **kwargs)
+        return run_into(prepared, x, kernel_args, out)
 
     call()
-    return Runner("avgpool", call, lambda: box[0])
+    return Runner("prepared", call, lambda: out, note="qlinear_engine.run_into(prepared, x, kernel_args, out)",
+                  keep=(prepared, kernel_args))
+
+
+def function_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
+    out = np.empty(out_shape, x.dtype)
+    kwargs = dict(_kwargs(w, nhwc), out=out)
+    kernel = w.attrs["kernel_shape"]
+    xs, xz, ys, yz = w.quant
+    fn = avgpool.qlinear_average_pool
+
+    def call():
+        return fn(x, xs, xz, ys, yz, kernel, **kwargs)
+
+    call()
+    return Runner("function", call, lambda: out, note="qlinear_average_pool(..., out=out)")
 
 
 def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
@@ -75,9 +157,9 @@ def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...
     from onnx import TensorProto, helper
 
     elem = TensorProto.UINT8
+    xs, xz, ys, yz = w.quant
     node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
-                            kernel_shape=[w.kernel] * 2, strides=[w.stride] * 2, pads=[w.pad] * 4,
-                            channels_last=int(nhwc))
+                            channels_last=int(nhwc), **w.attrs)
     inputs = [helper.make_tensor_value_info("x", elem, list(x.shape)),
               helper.make_tensor_value_info("xs", TensorProto.FLOAT, []),
               helper.make_tensor_value_info("xz", elem, []),
@@ -93,8 +175,8 @@ def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     y = np.empty(out_shape, np.uint8)
-    feeds = {"x": x, "xs": np.array(X_SCALE, np.float32), "xz": np.array(X_ZP, np.uint8),
-             "ys": np.array(Y_SCALE, np.float32), "yz": np.array(Y_ZP, np.uint8)}
+    feeds = {"x": x, "xs": np.array(xs, np.float32), "xz": np.array(xz, np.uint8),
+             "ys": np.array(ys, np.float32), "yz": np.array(yz, np.uint8)}
     binding = session.io_binding()
     values = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()}
     for k, v in values.items():
@@ -109,37 +191,216 @@ def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...
     return Runner("onnxruntime", call, lambda: y, keep=(feeds, values, session, binding))
 
 
-def torch_runner(w: Workload, x: np.ndarray, nhwc: bool) -> Runner:
+def torch_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
+    import warnings
+
     import torch
 
+    warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor.*deprecated")
     torch.set_num_threads(THREADS)
     try:
         from torch.ao.nn.quantized import functional as qf
     except ImportError:
         from torch.nn.quantized import functional as qf
+    a = w.attrs
+    if len(w.shape) != 4:
+        raise ValueError("torch's quantized avg_pool2d is 2-D only")
+    if a.get("ceil_mode", 0) or a.get("auto_pad", "NOTSET") != "NOTSET":
+        raise ValueError("ceil_mode/auto_pad are not mapped to torch")
+    kernel = list(a["kernel_shape"])
+    strides = list(a.get("strides", [1, 1]))
+    pads = list(a.get("pads", [0] * 4))
+    # torch pads symmetrically: pad max(begin, end) per axis and crop the extra leading windows (as bench.py)
+    sym = [max(b, e) for b, e in zip(pads[:2], pads[2:])]
+    if any(p > k // 2 for p, k in zip(sym, kernel)) or any((p - b) % s for p, b, s in zip(sym, pads[:2], strides)):
+        raise ValueError(f"pads {pads} are not reachable with torch's symmetric padding")
+    hw = out_shape[1:3] if nhwc else out_shape[2:]
+    crop = tuple(slice((p - b) // s, (p - b) // s + n) for p, b, s, n in zip(sym, pads[:2], strides, hw))
+    xs, xz, ys, yz = w.quant
     nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if nhwc else x
-    dequantized = torch.from_numpy((nchw.astype(np.float32) - X_ZP) * np.float32(X_SCALE))
-    qx = torch.quantize_per_tensor(dequantized, X_SCALE, X_ZP, torch.quint8)
+    dequantized = torch.from_numpy((nchw.astype(np.float32) - xz) * np.float32(xs))
+    qx = torch.quantize_per_tensor(dequantized, xs, xz, torch.quint8)
     if nhwc:
         qx = qx.contiguous(memory_format=torch.channels_last)
+    cip = bool(a.get("count_include_pad", 0))
     box: list = [None]
 
     def call():
-        box[0] = qf.avg_pool2d(qx, w.kernel, w.stride, w.pad, count_include_pad=False)
+        box[0] = qf.avg_pool2d(qx, kernel, strides, sym, count_include_pad=cip)
 
     call()
 
     def result():
-        r = box[0].int_repr().numpy()
+        r = box[0].int_repr().numpy()[(..., *crop)]
+        if (xs, xz) != (ys, yz):  # torch keeps the input's scale: requantize for the comparison only
+            r = np.clip(np.rint((r.astype(np.float32) - xz) * np.float32(xs) / np.float32(ys) + yz), 0, 255)
+            r = r.astype(np.uint8)
         return np.ascontiguousarray(r.transpose(0, 2, 3, 1)) if nhwc else r
 
-    return Runner("torch", call, result, keep=(qx,))
+    note = "symmetric pads + crop" if any(c.start for c in crop) else ""
+    return Runner("torch", call, result, note=note, keep=(qx,))
 
 
-def fmt(seconds: float) -> str:
+@dataclass
+class Row:
+    workload: Workload
+    layout: str
+    times: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+    exact: bool | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload.name} [{self.layout}]"
+
+    @property
+    def fastest(self) -> str | None:
+        peers = {k: v for k, v in self.times.items() if k in PEERS}
+        return min(peers, key=peers.get) if peers else None
+
+    def ratio(self, kind: str) -> float | None:
+        f = self.fastest
+        return None if f is None else self.times[kind] / self.times[f]
+
+    @property
+    def fn_over_prepared(self) -> float:
+        return self.times["function"] / self.times["prepared"]
+
+
+def fmt(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
     if seconds >= 1e-3:
-        return f"{seconds * 1e3:8.3f} ms"
-    return f"{seconds * 1e6:8.1f} us"
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budget: float) -> Row:
+    x_nchw = rng.integers(0, 256, w.shape, dtype=np.uint8)
+    x = np.ascontiguousarray(x_nchw.transpose(0, 2, 3, 1)) if nhwc else x_nchw
+    out_shape = avgpool.qlinear_average_pool(x, *w.quant, w.attrs["kernel_shape"], **_kwargs(w, nhwc)).shape
+    row = Row(w, "NHWC" if nhwc else "NCHW", {})
+    function = function_runner(w, x, nhwc, out_shape)
+    prepared = prepared_runner(w, x, nhwc, out_shape)
+    last = _qlinear._LAST
+    function.call()  # the function's memo now holds this call: check it is the prepared runner's
+    last = _qlinear._LAST
+    if last is None or last[-2] is not prepared.keep[0] or last[-1] is not prepared.keep[1]:
+        row.notes.append("WARNING: the prepared runner's objects are not the function's memoised ones")
+    runners = [prepared, function]
+    for make in (ort_runner, torch_runner):
+        try:
+            runners.append(make(w, x, nhwc, out_shape))
+        except Exception as err:  # noqa: BLE001 - a missing or failing peer is reported, not fatal
+            name = "onnxruntime" if make is ort_runner else "torch"
+            row.notes.append(f"{name} skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+    ours = prepared.result()
+    exact = np.array_equal(function.result(), ours)
+    if not exact:
+        row.notes.append("FUNCTION DIFFERS FROM PREPARED")
+    for r in runners[2:]:
+        theirs = r.result()
+        if r.name == "onnxruntime":
+            same = theirs.shape == ours.shape and np.array_equal(theirs, ours)
+            exact = exact and same
+            row.exact = exact
+            row.notes.append("prepared and function bit-exact with onnxruntime" if exact
+                             else "DIFFERS FROM ONNXRUNTIME" if not same else "bit-exact with onnxruntime")
+        elif theirs.shape == ours.shape:
+            diff = int(np.abs(theirs.astype(np.int16) - ours.astype(np.int16)).max())
+            row.notes.append(f"torch max |diff| {diff}" + (f" ({r.note})" if r.note else ""))
+        else:
+            row.notes.append(f"torch output shape {theirs.shape} != {ours.shape}")
+    if row.exact is None and not exact:
+        row.exact = False
+    if w.note:
+        row.notes.append(w.note)
+    row.times = {name: statistics.median(s) for name, s in measure(runners, rounds, budget).items()}
+    return row
+
+
+HEADER = ("row", "prepared", "function", "onnxruntime", "torch", "fn/prep", "fastest", "ratio", "fn ratio")
+
+
+def cells(row: Row) -> list[str]:
+    t = row.times
+    r, fr = row.ratio("prepared"), row.ratio("function")
+    return [row.label, fmt(t.get("prepared")), fmt(t.get("function")), fmt(t.get("onnxruntime")), fmt(t.get("torch")),
+            f"{row.fn_over_prepared:.2f}", row.fastest or "-", "-" if r is None else f"{r:.2f}",
+            "-" if fr is None else f"{fr:.2f}"]
+
+
+def print_line(values: list[str], width: int) -> None:
+    print(f"{values[0]:<{width}} " + " ".join(f"{v:>11}" for v in values[1:]), flush=True)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def summarize(rows: list[Row]) -> tuple[list[str], bool]:
+    lines: list[str] = []
+    ok = True
+
+    def target(passed: bool | None, text: str) -> None:
+        nonlocal ok
+        ok = ok and passed is not False
+        lines.append(f"{'PASS' if passed else 'FAIL' if passed is not None else 'n/a '}  {text}")
+
+    layouts = (("channels-first (NCHW)", ("NCHW",)), ("channels_last (NHWC)", ("NHWC",)),
+               ("both layouts", ("NCHW", "NHWC")))
+    groups = (("table", "table rows"), ("node", "model-node rows"), (None, "rows in all"))
+    present = {r.workload.group for r in rows}
+    if len(present) == 1:  # "rows in all" would repeat the only group
+        groups = tuple(g for g in groups if g[0] is not None)
+    stats: dict[tuple, tuple] = {}
+    for kind, label in (("prepared", "prepared"), ("function", "function")):
+        for group, gtext in groups:
+            for ltext, lays in layouts:
+                sel = [r for r in rows if r.layout in lays and (group is None or r.workload.group == group)
+                       and r.ratio(kind) is not None]
+                if not sel:
+                    continue
+                worst = max(sel, key=lambda r: r.ratio(kind))
+                gm = geomean([r.ratio(kind) for r in sel])
+                above = sum(r.ratio(kind) > 1.0 for r in sel)
+                stats[(kind, group, lays)] = (gm, worst, above, len(sel))
+                lines.append(f"{label} / fastest peer, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
+                             f"{gm:.2f}, worst {worst.ratio(kind):.2f} ({worst.label}); {above} above 1.0")
+        lines.append("")
+    for group, gtext in (("node", "model-node rows"), (None, "rows in all")):
+        if group is None and present == {"node"}:
+            continue
+        for ltext, lays in layouts:
+            sel = [r for r in rows if r.layout in lays and (group is None or r.workload.group == group)]
+            if not sel:
+                continue
+            worst = max(sel, key=lambda r: r.fn_over_prepared)
+            within = sum(r.fn_over_prepared <= 1.10 for r in sel)
+            lines.append(f"function / prepared, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
+                         f"{geomean([r.fn_over_prepared for r in sel]):.2f}, worst {worst.fn_over_prepared:.2f} "
+                         f"({worst.label}); within 10%: {within}/{len(sel)}")
+    lines.append("")
+    checked = [r for r in rows if r.exact is not None]
+    differ = [r for r in rows if r.exact is False]
+    target(None if not checked else not differ and len(checked) == len(rows),
+           f"bit-exact with onnxruntime, prepared and function: {len(checked) - len(differ)}/{len(rows)} rows"
+           + (f" (differ: {', '.join(r.label for r in differ)})" if differ else ""))
+    both = ("NCHW", "NHWC")
+    for sel_group, text in (("node", "every model node"), (None, "every row")):
+        sel = [r for r in rows if sel_group is None or r.workload.group == sel_group]
+        worst = max(sel, key=lambda r: r.fn_over_prepared, default=None)
+        within = sum(r.fn_over_prepared <= 1.10 for r in sel)
+        target(None if not sel else within == len(sel), f"function within 10% of the prepared engine on {text}"
+               + (f" ({within}/{len(sel)}; worst {worst.fn_over_prepared:.2f} on {worst.label})" if sel else ""))
+    for kind in ("prepared", "function"):
+        s = stats.get((kind, "node", both))
+        target(None if s is None else s[0] <= 0.6, f"model nodes, {kind}: geometric mean of the ratios <= 0.6"
+               + ("" if s is None else f" ({s[0]:.2f})"))
+        s = stats.get((kind, None, both)) or stats.get((kind, next(iter(present), None), both))
+        target(None if s is None else s[2] == 0, f"{kind}: no row above 1.0 the fastest peer"
+               + ("" if s is None else f" ({s[2]} of {s[3]} rows; worst {s[1].ratio(kind):.2f} on {s[1].label})"))
+    return lines, not differ
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,72 +409,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="timing rounds (default 7, --quick 3)")
     parser.add_argument("--budget", type=float,
                         help="seconds per timed batch (default 0.05, --quick 0.005)")
-    parser.add_argument("--only", default="", help="only workloads whose name contains this")
+    parser.add_argument("--only", default="",
+                        help="only rows whose name contains this (case-insensitive; 'node': the model-node rows)")
     args = parser.parse_args(argv)
     args.rounds = args.rounds or (3 if args.quick else 7)
     args.budget = args.budget or (0.005 if args.quick else 0.05)
     rng = np.random.default_rng(0)
     import numba
+    nodes, messages = node_workloads()
+    selected = [w for w in (*WORKLOADS, *nodes) if args.only.lower() in w.name.lower()]
     print(f"threads: {THREADS} per runtime (numba {numba.get_num_threads()}); rounds {args.rounds}; "
-          f"x_scale={X_SCALE} x_zp={X_ZP} y_scale={Y_SCALE} y_zp={Y_ZP}")
-    print("avgpool = qlinear_average_pool(...) called as users call it (no prepared QLinear object exists, "
-          "so no function / prepared ratio)")
-    ratios: dict[str, list[tuple[float, str]]] = {"NCHW": [], "NHWC": []}
-    differs = []
-    for w in WORKLOADS:
-        if args.only and args.only not in w.name:
-            continue
-        x_nchw = rng.integers(0, 256, w.shape, dtype=np.uint8)
-        for nhwc in (False, True):
-            x = np.ascontiguousarray(x_nchw.transpose(0, 2, 3, 1)) if nhwc else x_nchw
-            runners = [avgpool_runner(w, x, nhwc)]
-            out_shape = runners[0].result().shape
-            notes = []
-            for make in (lambda: ort_runner(w, x, nhwc, out_shape), lambda: torch_runner(w, x, nhwc)):
-                try:
-                    runners.append(make())
-                except Exception as err:  # noqa: BLE001 - a missing or failing peer is reported, not fatal
-                    notes.append(f"peer skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
-            ours = runners[0].result()
-            for r in runners[1:]:
-                theirs = r.result()
-                if r.name == "onnxruntime":
-                    same = theirs.shape == ours.shape and np.array_equal(theirs, ours)
-                    notes.append("bit-exact with onnxruntime" if same else "DIFFERS FROM ONNXRUNTIME")
-                    if not same:
-                        differs.append(f"{w.name} [{'NHWC' if nhwc else 'NCHW'}]")
-                elif theirs.shape == ours.shape:
-                    diff = int(np.abs(theirs.astype(np.int16) - ours.astype(np.int16)).max())
-                    notes.append(f"torch max |diff| {diff}")
-            medians = {name: statistics.median(samples)
-                       for name, samples in measure(runners, args.rounds, args.budget).items()}
-            peers = {k: v for k, v in medians.items() if k != "avgpool"}
-            print(f"\n{w.name} [{'NHWC' if nhwc else 'NCHW'}]")
-            for name, t in medians.items():
-                print(f"  {name:12s} {fmt(t)}")
-            if peers:
-                fastest = min(peers, key=peers.get)
-                ratio = medians["avgpool"] / peers[fastest]
-                ratios["NHWC" if nhwc else "NCHW"].append((ratio, f"{w.name} [{'NHWC' if nhwc else 'NCHW'}]"))
-                print(f"  avgpool / fastest peer ({fastest}): {ratio:.2f}")
-            for note in notes:
-                print(f"  ({note})")
+          f"batches >= {args.budget * 1e3:g} ms; quantization (x_scale, x_zp, y_scale, y_zp): table rows "
+          f"{TABLE_QUANT}, model-node rows {NODE_QUANT}")
+    print("prepared = qlinear_engine.run_into(prepared, x, kernel_args, out) on the objects qlinear_average_pool "
+          "memoises; function = avgpool.qlinear_average_pool(..., out=out); ratio = prepared / fastest peer, "
+          "fn ratio = function / fastest peer")
+    for m in messages:
+        print(f"NOTE: {m}")
+    width = max([len(w.name) for w in selected] + [20]) + 7
     print()
-    both = ratios["NCHW"] + ratios["NHWC"]
-    for label, rows in (("channels-first (NCHW)", ratios["NCHW"]), ("channels_last (NHWC)", ratios["NHWC"]),
-                        ("both layouts", both)):
-        if not rows:
-            continue
-        gm = math.exp(sum(math.log(r) for r, _ in rows) / len(rows))
-        worst, name = max(rows)
-        above = sum(r > 1.0 for r, _ in rows)
-        print(f"avgpool / fastest peer, {label:<21} {len(rows):>2} rows: geometric mean {gm:.2f}, "
-              f"worst {worst:.2f} ({name}); {above} above 1.0")
-    if both:
-        print(f"worst ratio avgpool / fastest peer: {max(both)[0]:.2f}")
-    if differs:
-        print(f"WARNING: avgpool differs from onnxruntime on {', '.join(differs)}")
-    return 0
+    print_line(list(HEADER), width)
+    rows = []
+    for w in selected:
+        for nhwc in (False, True):
+            row = run_row(w, nhwc, rng, args.rounds, args.budget)
+            rows.append(row)
+            print_line(cells(row), width)
+            for note in row.notes:
+                print(f"    ({note})")
+    print()
+    lines, exact = summarize(rows)
+    for line in lines:
+        print(line)
+    return 0 if exact else 1
 
 
 if __name__ == "__main__":
