@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .jit import U as _U
 from .jit import kernel
 
 
@@ -93,17 +94,23 @@ def _general_tables(tab, rows_out, ow):
 def pool_ncx(x, out, lo, hi, tab):
     """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
 
-    Loops run from 0 over slices (numba then drops its negative-index wrap-around and LLVM
-    vectorises them), and taps are dequantized where they are read (uint8 reads into a float32
-    accumulator cannot alias, so no runtime alias checks either). Sums are quantized a block of
-    rows at a time, so that the divisions run in long vector loops too.
+    Taps are addressed by unsigned offsets into the flat input (numba then drops its
+    negative-index wrap-around and LLVM vectorises the loops) and dequantized where they are read
+    (uint8 reads into a float32 accumulator cannot alias, so no runtime alias checks either): a
+    view per input row and tap cost ~15 ns of reference counting each, most of a small plane's
+    time (1x1024x7x7 3x3). Sums are quantized a block of rows at a time, so that the divisions run
+    in long vector loops too.
     """
     ow, full_lo, full_hi, kernel, stride, pad = tab[OW], tab[FULL_LO], tab[FULL_HI], tab[KERNEL], \
         tab[STRIDE], tab[PAD]
     rows_out = tab[ROWS_OUT]
-    out = out.reshape((x.shape[0], rows_out * ow))
+    rows_in, width = x.shape[1], x.shape[2]
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
     row_ptr, row_idx, first, count, div, xs, ys, fzp, yzp, qmin, qmax = _general_tables(tab, rows_out, ow)
-    n_full = full_hi - full_lo
+    n_full = _U(max(0, full_hi - full_lo))
+    us = _U(stride)
+    two = _U(2)
     block = max(1, 1024 // ow)
     acc = np.empty(block * ow, np.float32)
     item = lo
@@ -112,44 +119,44 @@ def pool_ncx(x, out, lo, hi, tab):
         r0 = item - p * rows_out
         r1 = min(rows_out, r0 + block, r0 + hi - item)
         for r in range(r0, r1):
-            arow = acc[(r - r0) * ow:(r - r0 + 1) * ow]
-            arow[:] = np.float32(0.0)
-            inner = arow[full_lo:full_hi]
+            a0 = _U((r - r0) * ow)
+            for o in range(_U(ow)):
+                acc[a0 + o] = np.float32(0.0)
+            inner = a0 + _U(full_lo)
             for t in range(row_ptr[r], row_ptr[r + 1]):
-                xrow = x[p, row_idx[t]]
+                xrow = _U((p * rows_in + row_idx[t]) * width)
                 # windows lying wholly inside the row: tap-major, vectorised over the outputs
-                for j in range(kernel):
-                    xr = xrow[full_lo * stride - pad + j:]
+                for j in range(kernel if n_full > 0 else 0):
+                    xr = xrow + _U(full_lo * stride - pad + j)
                     if stride == 1:
                         for i in range(n_full):
-                            inner[i] += xs * (np.float32(xr[i]) - fzp)
+                            acc[inner + i] += xs * (np.float32(xf[xr + i]) - fzp)
                     elif stride == 2:
                         for i in range(n_full):
-                            inner[i] += xs * (np.float32(xr[2 * i]) - fzp)
+                            acc[inner + i] += xs * (np.float32(xf[xr + two * i]) - fzp)
                     else:
                         for i in range(n_full):
-                            inner[i] += xs * (np.float32(xr[stride * i]) - fzp)
+                            acc[inner + i] += xs * (np.float32(xf[xr + us * i]) - fzp)
                 # clipped windows at both ends
                 for o in range(full_lo):
-                    a = arow[o]
+                    a = acc[a0 + _U(o)]
                     for i in range(first[o], first[o] + count[o]):
-                        a += xs * (np.float32(xrow[i]) - fzp)
-                    arow[o] = a
+                        a += xs * (np.float32(xf[xrow + _U(i)]) - fzp)
+                    acc[a0 + _U(o)] = a
                 for o in range(full_hi, ow):
-                    a = arow[o]
+                    a = acc[a0 + _U(o)]
                     for i in range(first[o], first[o] + count[o]):
-                        a += xs * (np.float32(xrow[i]) - fzp)
-                    arow[o] = a
-        nq = (r1 - r0) * ow
-        aq = acc[:nq]
-        dq = div[r0 * ow:r1 * ow]
-        oq = out[p, r0 * ow:r1 * ow]
+                        a += xs * (np.float32(xf[xrow + _U(i)]) - fzp)
+                    acc[a0 + _U(o)] = a
+        nq = _U((r1 - r0) * ow)
+        d0 = _U(r0 * ow)
+        o0 = _U((p * rows_out + r0) * ow)
         if tab[POW2]:
             for i in range(nq):
-                oq[i] = _quantize_pow2(aq[i], dq[i], ys, yzp, qmin, qmax)
+                of[o0 + i] = _quantize_pow2(acc[i], div[d0 + i], ys, yzp, qmin, qmax)
         else:
             for i in range(nq):
-                oq[i] = _quantize(aq[i], dq[i], ys, yzp, qmin, qmax)
+                of[o0 + i] = _quantize(acc[i], div[d0 + i], ys, yzp, qmin, qmax)
         item += r1 - r0
 
 
@@ -178,7 +185,6 @@ def pool_ncx(x, out, lo, hi, tab):
 # ~15 ns of reference counting per window, and a signed index a wrap-around test that keeps LLVM
 # from vectorising.
 
-_U = np.uint64
 #: Lanes (chunk * C) of the inner windows summed as one: the accumulator stays in L1.
 CHUNK_LANES = 4096
 
