@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import engine, threads
+from avgpool import threads, tuning
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
@@ -52,7 +52,7 @@ def test_children_forked_while_a_thread_pools_never_hang():
     rng = np.random.default_rng(17)
     big = rng.random((2, 16, 96, 96), dtype=np.float32)
     small = rng.random((1, 2, 12, 12), dtype=np.float32)
-    assert small.size < engine.PARALLEL_MIN_ELEMENTS <= big.size  # serial, and threaded (2 threads or more)
+    assert small.size < tuning.DEFAULT.parallel_min_elements <= big.size  # serial, and threaded (2 threads or more)
     want_big, want_small = pool(big), pool(small)
 
     stop, errors = threading.Event(), []

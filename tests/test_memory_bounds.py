@@ -123,7 +123,7 @@ def test_a_long_1d_line_is_summed_in_chunks():
 def test_a_very_long_axis_makes_its_window_tables_per_tile():
     # 1 x 1 x 32M: the whole axis's window tables (48 bytes per output, with the plans and their
     # temporaries about 200) took 3.4 GiB beside 256 MiB of input and output; since, the tables
-    # of one tile of 64K outputs at a time (engine.LONG_AXIS_OUTPUTS, avgpool.tiles.TiledPool)
+    # of one tile of 64K outputs at a time (tuning.Tuning.long_axis_outputs, avgpool.tiles.TiledPool)
     report = _peak((1, 1, 1 << 25), [9], [4, 4], "NCX")
     in_out = report["x"] + report["y"]
     assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
@@ -215,7 +215,7 @@ def test_a_slab_of_few_rows_holds_a_bounded_running_sum(shape, layout):
     # input. Before, the running sums of one row of the later axes were 2 / (first axis length)
     # of the slab's bytes (+64 MiB here for 128 of input and output, on every call), and NXC's
     # plan held a float64 factor of 1 per channel (+64 MiB on a first call of 1-D 1x2x8M);
-    # since, boxes of at most engine.EXACT_HELD_BYTES
+    # since, boxes of at most tuning.Tuning.exact_held_bytes
     nd = len(shape) - 2
     report = _peak(shape, [5] * nd, [2] * 2 * nd, layout)
     in_out = report["x"] + report["y"]

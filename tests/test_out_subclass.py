@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import engine
+from avgpool import tuning
 
 ATTRIBUTES = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 SHAPES = {"serial": (1, 3, 9, 10), "threaded": (2, 16, 96, 96)}
@@ -25,7 +25,7 @@ class Tagged(np.ndarray):
 def _input(size: str, dtype: str = "float32") -> np.ndarray:
     x = np.random.default_rng(5).standard_normal(SHAPES[size]).astype(dtype)
     if size == "threaded":
-        assert x.size >= engine.PARALLEL_MIN_ELEMENTS
+        assert x.size >= tuning.DEFAULT.parallel_min_elements
     return x
 
 

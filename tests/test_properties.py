@@ -3,7 +3,6 @@ over edge arrays (NaN, +-Inf, huge dynamic range, byte-swapped, non-contiguous, 
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import numpy as np
@@ -13,44 +12,24 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import avgpool
-from avgpool import engine, memo
+from avgpool import engine, tuning
 from avgpool.reference import reference_pool
 
 OPSETS = [1, 7, 10, 11, 19, 22]
 
 
-@contextlib.contextmanager
-def engine_settings(**constants):
-    """Override engine constants (crossovers, cache budgets) so that a path chosen only for big
-    inputs is tested on small ones; the engine's caches are cleared on the way in and out."""
-    saved = {name: getattr(engine, name) for name in constants}
-    for name, value in constants.items():
-        setattr(engine, name, value)
-    engine.kernel_tables.cache_clear()
-    engine.prepare.cache_clear()
-    memo.clear_all()  # calls remembered with the old settings
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(engine, name, value)
-        engine.kernel_tables.cache_clear()
-        engine.prepare.cache_clear()
-        memo.clear_all()
-
-
 def block_sums_from(taps: int):
     """Make the engine take the block-partial-sum path from ``taps`` taps on, whatever the
-    measured crossovers (engine.BLOCK_SUMS_MIN_KERNEL, CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL) are, so
+    measured crossovers (tuning's block_sums_min_kernel, contiguous_block_sums_min_kernel) are, so
     that path is tested cheaply."""
-    return engine_settings(BLOCK_SUMS_MIN_KERNEL=taps, CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL=taps)
+    return tuning.tuned(block_sums_min_kernel=taps, contiguous_block_sums_min_kernel=taps)
 
 
 def in_bands():
     """Pool every slab in bands of one output of the first axis (the path of slabs too big for
-    the memory budgets, engine.GROUP_SCRATCH_BYTES and OVERLAPPING_GROUP_SCRATCH_BYTES;
-    BAND_SCRATCH_BYTES 1 makes bands of one output)."""
-    return engine_settings(GROUP_SCRATCH_BYTES=1, OVERLAPPING_GROUP_SCRATCH_BYTES=1, BAND_SCRATCH_BYTES=1)
+    the memory budgets, tuning's group_scratch_bytes and overlapping_group_scratch_bytes;
+    band_scratch_bytes 1 makes bands of one output)."""
+    return tuning.tuned(group_scratch_bytes=1, overlapping_group_scratch_bytes=1, band_scratch_bytes=1)
 
 
 @st.composite
@@ -180,14 +159,14 @@ def test_banded_path_is_taken():
     (2, 2, 2, True), (2, 3, 2, False), (1, 1, 1, False)])
 def test_overlapping_windows_get_the_cache_sized_groups(kernel, stride, dilation, overlap):
     """Slabs of overlapping windows are grouped within the smaller budget, the others within the
-    bigger one (engine.OVERLAPPING_GROUP_SCRATCH_BYTES, engine.GROUP_SCRATCH_BYTES)."""
+    bigger one (tuning's overlapping_group_scratch_bytes, group_scratch_bytes)."""
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.spec import Layout
 
     shape = (1, 16, 32, 32)  # one piece: the group is every slab unless the budget is smaller
     spec = onnx_dialect.make_spec(22, shape, [kernel, kernel], strides=[stride, stride],
                                   dilations=[dilation, dilation])
-    with engine_settings(GROUP_SCRATCH_BYTES=1 << 40, OVERLAPPING_GROUP_SCRATCH_BYTES=1):
+    with tuning.tuned(group_scratch_bytes=1 << 40, overlapping_group_scratch_bytes=1):
         group = engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel_args[0]
     assert group == (1 if overlap else 16)
 
@@ -247,11 +226,11 @@ def test_large_kernel_configurations_do_take_the_block_path():
     """The property test above is only worth its name if the engine really chooses block sums."""
     from avgpool.dialects import onnx as onnx_dialect
 
-    k = max(engine.BLOCK_SUMS_MIN_KERNEL, engine.CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL)
+    k = max(tuning.DEFAULT.block_sums_min_kernel, tuning.DEFAULT.contiguous_block_sums_min_kernel)
     spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [k, k], pads=[k // 2] * 4)
     assert (engine.kernel_tables(spec, (40, 40), 1).axes[:, 5] == k).all()
-    rows_only = engine.BLOCK_SUMS_MIN_KERNEL
-    if rows_only < engine.CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL:  # between the crossovers: rows only
+    rows_only = tuning.DEFAULT.block_sums_min_kernel
+    if rows_only < tuning.DEFAULT.contiguous_block_sums_min_kernel:  # between the crossovers: rows only
         spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [rows_only] * 2, pads=[rows_only // 2] * 4)
         assert engine.kernel_tables(spec, (40, 40), 1).axes[:, 5].tolist() == [rows_only, 0]
     x = np.random.default_rng(1).standard_normal((1, 2, 40, 40))
@@ -346,8 +325,8 @@ def test_streaming_block_sums_match_reference(data):
 
 def exact_running_from(taps: int):
     """Make the engine sum float32 windows exactly in int64 running sums from ``taps`` taps on
-    (engine.EXACT_RUNNING_MIN_KERNEL), so that path is tested on small kernels."""
-    return engine_settings(EXACT_RUNNING_MIN_KERNEL=taps)
+    (tuning's exact_running_min_kernel), so that path is tested on small kernels."""
+    return tuning.tuned(exact_running_min_kernel=taps)
 
 
 @st.composite
@@ -417,7 +396,7 @@ def test_exact_running_path_is_taken_and_decided_per_slab():
     from avgpool.kernels import running
     from avgpool.spec import Layout
 
-    k = max(engine.EXACT_RUNNING_MIN_KERNEL, 5)
+    k = max(tuning.DEFAULT.exact_running_min_kernel, 5)
     spec = onnx_dialect.make_spec(22, (1, 16, 64, 64), [k, k], pads=[k // 2] * 4)
     assert engine.prepare(spec, (1, 16, 64, 64), np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
     x = np.random.default_rng(3).standard_normal((1, 2, 64, 64)).astype(np.float32)
@@ -440,7 +419,7 @@ def test_exact_planes_convert_through_float32_or_float64_alike():
     from avgpool.kernels import running
     from avgpool.spec import Layout
 
-    k = max(engine.EXACT_RUNNING_MIN_KERNEL, 9)
+    k = max(tuning.DEFAULT.exact_running_min_kernel, 9)
     shape = (1, 3, 40, 48)
     spec = onnx_dialect.make_spec(22, shape, [k, k], pads=[k // 2] * 4)
     assert engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from avgpool import AvgPoolError, qlinear, qlinear_engine
+from avgpool import AvgPoolError, qlinear, qlinear_engine, tuning
 from avgpool.kernels import qlinear_kernels
 from avgpool.qlinear import qlinear_average_pool
 
@@ -191,12 +191,11 @@ def test_global_path_random(runner, dtype, channels_last):
 
 
 @pytest.mark.parametrize("channels_last", [0, 1])
-def test_larger_inputs_threaded(runner, monkeypatch, channels_last):
+def test_larger_inputs_threaded(runner, channels_last):
     """Inputs big enough for several chunks (on numba threads), general and global paths."""
-    monkeypatch.setattr(qlinear_engine, "PARALLEL_WORK", 1)
-    qlinear_engine.prepare_cached.cache_clear()
     rng = np.random.default_rng(11 + channels_last)
-    try:
+    with tuning.tuned(qlinear_parallel_work=1):
+        qlinear.forget()
         cases = [([2, 2], [2, 2], [0, 0, 0, 0], [32, 56, 56], 0),
                  ([3, 3], [1, 1], [1, 1, 1, 1], [24, 28, 28], 0),
                  ([3, 3], [2, 2], [1, 0, 1, 2], [16, 29, 31], 1),
@@ -211,12 +210,11 @@ def test_larger_inputs_threaded(runner, monkeypatch, channels_last):
             for dtype in (np.uint8, np.int8):
                 x = random_x(rng, dtype, shape[1:], channels_last, n=3, c=shape[0])
                 compare(runner, x, *random_scalars(rng, dtype), attrs)
-    finally:
-        qlinear_engine.prepare_cached.cache_clear()
+    qlinear.forget()
 
 
 @pytest.mark.parametrize("dequant", [0, 1])
-def test_channels_last_tap_sources_and_window_sizes(runner, monkeypatch, dequant):
+def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
     """The channels-last kernel sums taps read from the input (dequantized where read) or from a
     ring of dequantized rows (chosen where windows overlap); here each source is forced for every
     window: tap counts 1 to 25 (padded to 4 or 9, or 4 at a time into an accumulator first), inner
@@ -224,8 +222,7 @@ def test_channels_last_tap_sources_and_window_sizes(runner, monkeypatch, dequant
     clipped windows, ceil_mode overhangs, negative SAME pads (k < s), 1 to 3 spatial axes, and
     outputs cut into many pieces across threads (a row shared by two pieces: the ring holds part
     of a row). Bit-exact with onnxruntime from either source."""
-    monkeypatch.setattr(qlinear_engine, "DEQUANT_REUSE", 0 if dequant else 10**9)
-    monkeypatch.setattr(qlinear_engine, "DEQUANT_ROW", 0)
+    sources = {"dequant_reuse": 0 if dequant else 10**9, "dequant_row": 0}
     rng = np.random.default_rng(31 + dequant)
     cases = [  # kernel, strides, pads or auto_pad, spatial, channels
         ([1, 1], [1, 1], None, [5, 6], 3), ([1, 2], [1, 1], None, [4, 7], 17), ([2, 2], [2, 2], None, [7, 9], 64),
@@ -238,32 +235,30 @@ def test_channels_last_tap_sources_and_window_sizes(runner, monkeypatch, dequant
     ]
     try:
         for many_pieces in (False, True):
-            if many_pieces:  # as many pieces as the threads take, so that rows are cut between them
-                monkeypatch.setattr(qlinear_engine, "PARALLEL_WORK", 1)
-                monkeypatch.setattr(qlinear_engine, "MANY_PIECES_WORK", 1)
-            qlinear_engine.prepare_cached.cache_clear()
-            qlinear.forget()
-            for kernel, strides, pads, spatial, channels in cases:
-                for ceil_mode, cip in ((0, 0), (1, 1), (1, 0)):
-                    attrs = {"kernel_shape": kernel, "strides": strides, "channels_last": 1, "ceil_mode": ceil_mode,
-                             "count_include_pad": cip}
-                    if isinstance(pads, str):
-                        attrs["auto_pad"] = pads
-                    elif pads:
-                        attrs["pads"] = pads
-                    for dtype in (np.uint8, np.int8):
-                        x = random_x(rng, dtype, spatial, 1, n=2, c=channels)
-                        scalars = random_scalars(rng, dtype)
-                        got = compare(runner, x, *scalars, attrs)
-                        assert not isinstance(got, Exception), (kernel, strides, pads, spatial)
-                        prepared = qlinear_engine.prepare(x.shape, x.dtype, kernel, strides,
-                                                          None if isinstance(pads, str) else pads,
-                                                          pads if isinstance(pads, str) else "NOTSET", ceil_mode,
-                                                          cip, 1)
-                        assert prepared.kind == qlinear_engine._GENERAL_NXC
-                        assert prepared.tables[0][qlinear_kernels.DEQUANT] == dequant
+            pieces = {"qlinear_parallel_work": 1, "qlinear_many_pieces_work": 1} if many_pieces else {}
+            # many pieces: as many as the threads take, so that rows are cut between them
+            with tuning.tuned(**sources, **pieces):
+                qlinear.forget()
+                for kernel, strides, pads, spatial, channels in cases:
+                    for ceil_mode, cip in ((0, 0), (1, 1), (1, 0)):
+                        attrs = {"kernel_shape": kernel, "strides": strides, "channels_last": 1, "ceil_mode": ceil_mode,
+                                 "count_include_pad": cip}
+                        if isinstance(pads, str):
+                            attrs["auto_pad"] = pads
+                        elif pads:
+                            attrs["pads"] = pads
+                        for dtype in (np.uint8, np.int8):
+                            x = random_x(rng, dtype, spatial, 1, n=2, c=channels)
+                            scalars = random_scalars(rng, dtype)
+                            got = compare(runner, x, *scalars, attrs)
+                            assert not isinstance(got, Exception), (kernel, strides, pads, spatial)
+                            prepared = qlinear_engine.prepare(x.shape, x.dtype, kernel, strides,
+                                                              None if isinstance(pads, str) else pads,
+                                                              pads if isinstance(pads, str) else "NOTSET", ceil_mode,
+                                                              cip, 1)
+                            assert prepared.kind == qlinear_engine._GENERAL_NXC
+                            assert prepared.tables[0][qlinear_kernels.DEQUANT] == dequant
     finally:
-        qlinear_engine.prepare_cached.cache_clear()
         qlinear.forget()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from avgpool import AvgPoolError, qlinear, qlinear_engine
+from avgpool import AvgPoolError, qlinear, qlinear_engine, tuning
 from avgpool.qlinear import qlinear_average_pool
 
 SCALARS = (0.1, 3, 0.2, 5)
@@ -55,13 +55,10 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 @pytest.fixture(params=[False, True], ids=["serial", "threaded"])
-def threaded(request, monkeypatch):
-    if request.param:
-        monkeypatch.setattr(qlinear_engine, "PARALLEL_WORK", 1)
-    qlinear_engine.prepare_cached.cache_clear()
-    qlinear.forget()
-    yield request.param
-    qlinear_engine.prepare_cached.cache_clear()
+def threaded(request):
+    with tuning.tuned(**({"qlinear_parallel_work": 1} if request.param else {})):
+        qlinear.forget()  # calls remembered by their arguments (tuned() forgets the engines' own)
+        yield request.param
     qlinear.forget()
 
 

@@ -1,11 +1,9 @@
 """The exact float32 path sweeps a slab whose running sums would take more than
-engine.EXACT_HELD_BYTES in boxes of its later axes' outputs (NXC: and of its channels), each
+tuning's exact_held_bytes in boxes of its later axes' outputs (NXC: and of its channels), each
 reading the input its windows cover (engine.running_boxes, kernels/running.py). The boxes sum
 the same integers, so every output has the same bits as in one sweep, whatever the boxes."""
 
 from __future__ import annotations
-
-import contextlib
 
 import numpy as np
 import pytest
@@ -14,35 +12,18 @@ from hypothesis import strategies as st
 from test_tiles import float_case, float_tiling, pool_float_in_tiles, same_bits
 
 import avgpool
-from avgpool import engine, memo
+from avgpool import engine, tuning
 from avgpool.dialects import onnx as onnx_dialect
 from avgpool.spec import Layout
 
 ONE_SWEEP = 1 << 60
 
 
-@contextlib.contextmanager
 def exact_boxes(held_bytes: int, min_outputs: int = 16):
     """Every float32 pool on the exact path (from kernels of one tap), in boxes whose running
     sums take at most ``held_bytes`` (8: a box of one output, or one channel, wherever a cut
-    can); the engine's caches cleared on the way in and out."""
-    names = ("EXACT_RUNNING_MIN_KERNEL", "EXACT_HELD_BYTES", "EXACT_BOX_MIN_OUTPUTS")
-    saved = {name: getattr(engine, name) for name in names}
-    for name, value in zip(names, (1, held_bytes, min_outputs)):
-        setattr(engine, name, value)
-    _clear()
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(engine, name, value)
-        _clear()
-
-
-def _clear() -> None:
-    engine.kernel_tables.cache_clear()
-    engine.prepare.cache_clear()
-    memo.clear_all()
+    can)."""
+    return tuning.tuned(exact_running_min_kernel=1, exact_held_bytes=held_bytes, exact_box_min_outputs=min_outputs)
 
 
 @st.composite
@@ -140,7 +121,7 @@ def _plan(shape: tuple[int, ...], kernel: list[int], layout: str) -> tuple[engin
 
 
 def test_boxes_are_cut_only_where_the_rows_are_big():
-    budget = engine.EXACT_HELD_BYTES // 8
+    budget = tuning.DEFAULT.exact_held_bytes // 8
     # ordinary slabs: one sweep, holding a row of the later axes per level as before
     for shape, kernel, layout in [((8, 112, 112, 64), [5, 5], "NXC"), ((1, 16, 256, 256), [7, 7], "NCX"),
                                   ((1, 1, 128, 512, 512), [5, 5, 5], "NCX"), ((1, 512, 1024, 64), [5, 5], "NXC")]:

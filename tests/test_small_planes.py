@@ -8,10 +8,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from test_properties import engine_settings
 
 import avgpool
-from avgpool import engine
+from avgpool import engine, tuning
 from avgpool.api import _validated
 
 SHAPES = [(7, 7), (12, 12), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13)]
@@ -51,7 +50,7 @@ def test_small_planes_give_the_bits_of_the_separable_passes(dtype):
             x = _hard_values(rng, (2, int(rng.integers(1, 40)), *shape), np.dtype(dtype))
             attrs = _attributes(rng, min(k0, shape[0] + 2), min(k1, shape[1] + 2))
             small = avgpool.average_pool(x, **attrs)
-            with engine_settings(SMALL_PLANE_VALUES=0):
+            with tuning.tuned(small_plane_values=0):
                 separable = avgpool.average_pool(x, **attrs)
             assert np.array_equal(small.view(np.uint8), separable.view(np.uint8)), (shape, attrs)
             cases += 1

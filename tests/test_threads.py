@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from numba import njit
-from test_properties import configurations, edge_arrays, engine_settings
+from test_properties import configurations, edge_arrays
 
 import avgpool
-from avgpool import threads
+from avgpool import threads, tuning
 from avgpool.kernels import crew as crew_board
 
 pytestmark = pytest.mark.skipif(threads.thread_count() < 2, reason="needs numba threads >= 2")
@@ -141,7 +141,7 @@ def test_several_callers_at_once():
 
 def threaded_everywhere():
     """Every call shared between threads, in the smallest pieces."""
-    return engine_settings(PARALLEL_MIN_ELEMENTS=1, MANY_PIECES_ELEMENTS=1)
+    return tuning.tuned(parallel_min_elements=1, many_pieces_elements=1)
 
 
 @settings(max_examples=60)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import api, tiles
+from avgpool import api, tiles, tuning
 from avgpool.dialects import onnx as onnx_dialect
 from avgpool.dialects import qlinear as qlinear_dialect
 from avgpool.spec import Layout
@@ -207,20 +207,13 @@ def test_qlinear_tiles_are_the_whole_bit_for_bit(seed):
 
 
 @pytest.fixture
-def small_tiles(monkeypatch):
+def small_tiles():
     """engine.prepare tiles every axis of more than 8 outputs, in tiles of 5."""
-    from avgpool import engine
-
-    engine.prepare.cache_clear()
-    avgpool.api._CALLS.clear()
-    monkeypatch.setattr(engine, "LONG_AXIS_OUTPUTS", 8)
-    monkeypatch.setattr(engine, "TILE_OUTPUTS", 5)
-    yield
-    engine.prepare.cache_clear()
-    avgpool.api._CALLS.clear()
+    with tuning.tuned(long_axis_outputs=8, tile_outputs=5):
+        yield
 
 
-def test_long_axes_pooled_tile_by_tile_give_the_same_bits(small_tiles, monkeypatch):
+def test_long_axes_pooled_tile_by_tile_give_the_same_bits(small_tiles):
     from avgpool import engine
 
     rng = np.random.default_rng(42)
@@ -234,8 +227,7 @@ def test_long_axes_pooled_tile_by_tile_give_the_same_bits(small_tiles, monkeypat
         if not isinstance(prepared, tiles.TiledPool):
             continue
         tiled = prepared(x)
-        with monkeypatch.context() as m:
-            m.setattr(engine, "LONG_AXIS_OUTPUTS", 1 << 40)
+        with tuning.tuned(long_axis_outputs=1 << 40):
             whole = engine.prepare.__wrapped__(*_spec_of(x, attrs))(x)
         assert same_bits(tiled, whole), (x.dtype, x.shape, attrs)
         out = np.full_like(whole, 5)

@@ -13,84 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import threads
+from . import threads, tuning
 from .inputs import check_out
 from .memo import Memo
 from .plan import AxisPlan, make_plan, total_taps
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
-
-# Below this many input elements one thread is faster. A helper that is spinning joins a job within
-# a microsecond, and one that has gone to sleep joins late (the caller then does the work alone,
-# never waiting for it), so sharing pays from a few microseconds of work: the model nodes of
-# benchmarks/bench.py with small planes and many channels (1x1024x7x7, 1x576x14x14, 1x272x14x14
-# 3x3; 1x512x14x14 2x2), 50K-113K elements, run in 0.55-0.65 of their serial time on two
-# threads, and 1x1024x6x6 7x7 (37K) in 0.93; 1x544x7x7 7x7 (27K, a global sum) does not gain.
-PARALLEL_MIN_ELEMENTS = 1 << 15
-# Below this many elements each thread takes one piece (threads.pieces_for); above, more pieces
-# leave less to wait for when a thread runs late.
-MANY_PIECES_ELEMENTS = 1 << 22
-# Slabs are pooled in groups whose two float64 intermediate buffers take about this much memory.
-# Where windows do not overlap (each input read once), bigger than the caches is faster: long
-# sequential sweeps over the input (1x128x56x56 serial 2x2 s2: 84 us at 256 KiB, 75 at 8 MiB;
-# 32x128x56x56: 6.2 ms against 4.3; threaded 8x64x16000 k4 s4: 2.76 ms against 3.06 at 2 MiB).
-GROUP_SCRATCH_BYTES = 1 << 23
-# Overlapping windows read each value several times, and the sums of more than three taps sweep
-# the accumulator several times: there the intermediates must stay within the L2 cache (1 MiB
-# per core here) with the input they are read from. Threaded, interleaved, 2 MiB -> 512 KiB:
-# 1x192x28x28 3x3 29.2 -> 25.9 us, 32x192x28x28 3x3 1036 -> 870 us (float64 1774 -> 1648,
-# float16 1336 -> 1293), float64 1x16x256x256 k5 499 -> 372 us, k11 817 -> 654; 3-D k3 and
-# NHWC unchanged; 256 KiB was no better (8 MiB -> 2 MiB had gained 20-25% earlier).
-OVERLAPPING_GROUP_SCRATCH_BYTES = 1 << 19
-# A slab whose intermediates exceed that is pooled in bands of first-axis outputs whose two
-# buffers take about this much cache.
-BAND_SCRATCH_BYTES = 1 << 18
-# float16/bfloat16 are widened to float32 about this many elements at a time (numba has no
-# 16-bit floats), so that the widened block stays in cache.
-WIDEN_BLOCK_ELEMENTS = 1 << 16
-# A pass sums from block partial sums (cost flat in k) when direct summation would cost more.
-# Along an axis of rows (more than one value per position) the block sums stream as vectors;
-# measured there (1x16x256x256, k x 1, same padding, threaded, interleaved in one process):
-# direct 614 / 748 / 761 / 1045 us at k 11 / 13 / 15 / 19, block 697 / 615 / 598 / 628 us;
-# 1x16x512x512 k13: 4.40 ms direct, 3.71 block.
-BLOCK_SUMS_MIN_KERNEL = 13
-# Along a contiguous axis the block sums need transposed tiles, which cost more (1 x k, serial:
-# direct 1507 / 2156 / 2546 / 3085 / 3312 us at k 13 / 17 / 21 / 25 / 31, block 1472 / 2213 /
-# 2532 / 2679 / 3035 us).
-CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL = 25
-
-# From this many taps along some axis, float32 windows are summed exactly in int64 running sums
-# (kernels/running.py), which cost the same for every kernel size, wherever a slab's values
-# allow it.
-EXACT_RUNNING_MIN_KERNEL = 5
-# Input bytes checked and then pooled together on that path: within the L2 cache, the sums read
-# what the check has just read (a whole 2 MiB piece at once cost 5-10% more, measured)
-EXACT_GROUP_BYTES = 1 << 18
-# The exact path's running sums are one row of the later axes (and channels) per level, in int64:
-# 2 / (the first axis's length) of a slab's bytes, so a slab of 1 to 3 rows (1x2xWxC) held as
-# much as itself per thread. Rows over this many bytes are swept in boxes of the later axes'
-# outputs (NXC: and channels) whose rows take at most this much (the same integer sums;
-# running_boxes). Interleaved against one sweep, k5: 1x2x131072x64 NXC 0.15 of its time (the
-# rows in cache), 1x64x512x512x16 0.61, 1x32x256x64x64 0.93, 1x64x8192x64 0.95; budgets of
-# 1 MiB and 256 KiB cut more and cost up to 1.2 and 1.4 times one sweep.
-EXACT_HELD_BYTES = 1 << 22
-# A box keeps at least this many outputs along each axis it cuts, where it can, by cutting the
-# channels instead: each box reads again the input its windows share with the next one's.
-EXACT_BOX_MIN_OUTPUTS = 16
-
-# NCX planes of at most this many values, pooled by windows of at most 3 x 3 taps at stride 1 with
-# an output the size of the input, go by kernels/small_planes.py: it costs ~0.6 ns per value
-# whatever the plane, where the separable passes' short rows cost more on small planes (3x3 p1,
-# serial, in one process: 1x1024x7x7 32 us against 53-56, 1x1024x10x10 63 against 78,
-# 1x800x12x12 72 against 78; 1x576x14x14 alike, 1x600x16x16 slower).
-SMALL_PLANE_VALUES = 144
-
-# An axis with more outputs than this is pooled in tiles of TILE_OUTPUTS outputs along it
-# (avgpool.tiles, the same bits): the window tables take 48 bytes per output along each axis,
-# with the plans and temporaries 200: 3.4 GiB more than a 1 x 1 x 32M input and its output.
-# Tiled, 1x1x16M k2 s2 took 0.15 s against 1.1 s for the tables alone.
-LONG_AXIS_OUTPUTS = 1 << 18
-TILE_OUTPUTS = 1 << 16
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -182,7 +110,9 @@ class BoundedCache:
     """A least-recently-used cache of ``function``'s results, bounded by count like
     functools.lru_cache and also by the bytes of the arrays they hold (:func:`held_bytes`): a
     :class:`.memo.Memo` (lock-free: a lock held by another thread when the process forks would
-    hang the child; a race at worst builds a value twice or drops one)."""
+    hang the child; a race at worst builds a value twice or drops one), keyed by the arguments
+    and the current :mod:`.tuning`, which the function reads: no entry needs clearing when the
+    tuning changes."""
 
     def __init__(self, function: Callable, entries: int = CACHE_ENTRIES, total_bytes: int = CACHE_BYTES,
                  entry_bytes: int = CACHE_ENTRY_BYTES) -> None:
@@ -193,13 +123,14 @@ class BoundedCache:
         self.hits = self.misses = 0
 
     def __call__(self, *args: object) -> object:
-        found = self._memo.recall(args)
+        key = (tuning.current(), *args)
+        found = self._memo.recall(key)
         if found is not None:
             self.hits += 1
             return found
         self.misses += 1
         value = self._function(*args)
-        self._memo.put(args, value)
+        self._memo.put(key, value)
         return value
 
     def held_bytes(self) -> int:
@@ -219,7 +150,8 @@ def block_size(geometry: AxisGeometry, taps: int, inner: int) -> int:
     axis whose windows hold ``taps`` valid taps in all. ``inner``: the values after the axis
     in a slab (1: the axis is contiguous)."""
     g = geometry
-    crossover = BLOCK_SUMS_MIN_KERNEL if inner > 1 else CONTIGUOUS_BLOCK_SUMS_MIN_KERNEL
+    t = tuning.current()
+    crossover = t.block_sums_min_kernel if inner > 1 else t.contiguous_block_sums_min_kernel
     return g.kernel if g.kernel >= crossover and taps > 3 * g.length else 0
 
 
@@ -287,12 +219,12 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
 
 def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool) -> bool:
     """Whether the slabs are pooled by :mod:`.kernels.small_planes`: 2-D NCX planes of at most
-    SMALL_PLANE_VALUES values, every axis with direct sums of at most 3 taps at stride 1, no
+    Tuning.small_plane_values values, every axis with direct sums of at most 3 taps at stride 1, no
     dilation, as many outputs as inputs, and windows that start at most 2 before their output.
     (The bits are those of the separable passes: this only picks the faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
         return False
-    if math.prod(p.geometry.length for p in plans) > SMALL_PLANE_VALUES:
+    if math.prod(p.geometry.length for p in plans) > tuning.current().small_plane_values:
         return False
     return all(g.stride == 1 and g.dilation == 1 and g.kernel <= 3 and g.out == g.length and 0 <= g.pad_begin < g.kernel
                for g in (p.geometry for p in plans))
@@ -305,7 +237,7 @@ def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:
     n0 = int(t.axes[0, 1])
     if group > 1 or t.axes.shape[0] < 2 or t.axes[0, 5] > 0:
         return max(1, n0), t.scratch_size
-    band = max(1, BAND_SCRATCH_BYTES // (16 * max(1, t.band_row_size)))
+    band = max(1, tuning.current().band_scratch_bytes // (16 * max(1, t.band_row_size)))
     if band >= n0:
         return max(1, n0), t.scratch_size
     return band, max(band * t.band_row_size, t.band_extra_size)
@@ -403,9 +335,9 @@ class RunningPlan:
     many bits a value may take as an integer so that no sum of the pool overflows an int64.
     ``int_size``: the running sums the kernel holds while it sweeps a slab, one row along each
     axis (NCX: but the last two), the product of the later axes' lengths and the channels:
-    ``2 * slab / length of the first axis`` bytes and less, or, past EXACT_HELD_BYTES, of the
+    ``2 * slab / length of the first axis`` bytes and less, or, past Tuning.exact_held_bytes, of the
     boxes ``box_outputs`` gives (:func:`running_boxes`), never a copy of the slab. ``group``:
-    slabs checked and pooled together (their input fits in EXACT_GROUP_BYTES, so the sums read
+    slabs checked and pooled together (their input fits in Tuning.exact_group_bytes, so the sums read
     it from cache after the check)."""
 
     passes: np.ndarray
@@ -420,7 +352,7 @@ class RunningPlan:
 def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout,
                  tables: KernelTables) -> RunningPlan | None:
     """The exact running-sum plan, or None where it does not pay or does not apply: kernels
-    under EXACT_RUNNING_MIN_KERNEL, dilations, global pooling, and NCX strides along the
+    under Tuning.exact_running_min_kernel, dilations, global pooling, and NCX strides along the
     contiguous axis. The divisor scales are those of ``tables`` (the same spec and shape)."""
     geometry = resolve(spec, spatial_shape)  # the plans' geometry, without caching plans
     return running_plan_for(geometry, channels, layout, tables) if uses_running(geometry, layout) else None
@@ -429,8 +361,9 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
 def uses_running(geometry: tuple[AxisGeometry, ...], layout: Layout) -> bool:
     """Whether float32 windows of this geometry go by the exact running sums (where a slab's
     values allow): see :func:`running_plan`."""
-    return not (max(g.kernel for g in geometry) < EXACT_RUNNING_MIN_KERNEL or any(g.dilation != 1 for g in geometry)
-                or all(g.out == 1 for g in geometry) or (layout is Layout.NCX and geometry[-1].stride != 1))
+    return not (max(g.kernel for g in geometry) < tuning.current().exact_running_min_kernel
+                or any(g.dilation != 1 for g in geometry) or all(g.out == 1 for g in geometry)
+                or (layout is Layout.NCX and geometry[-1].stride != 1))
 
 
 def headroom(geometry: tuple[AxisGeometry, ...]) -> int:
@@ -463,12 +396,13 @@ def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: 
     boxes = running_boxes(geometry, channels, ncx)
     final = order[-1]
     scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
+    group_bytes = tuning.current().exact_group_bytes
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
     inner_factors = scales[-1] if ncx else ()  # NXC's later values are channels: no divisor
     return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 7), np.ascontiguousarray(row_factors),
                        _cache_aligned(np.asarray(inner_factors, dtype=np.float64)), headroom(geometry),
                        _box_held(geometry, channels, ncx, boxes), np.asarray(boxes, dtype=np.int64),
-                       max(1, EXACT_GROUP_BYTES // (math.prod(g.length for g in geometry) * channels * 4)))
+                       max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)))
 
 
 def _box_held(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool, boxes: tuple[int, ...]) -> int:
@@ -486,17 +420,18 @@ def _box_held(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool, boxe
 
 def running_boxes(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool) -> tuple[int, ...]:
     """Outputs per box along each spatial axis, then channels per box, that the exact kernel
-    sweeps a slab in: the whole slab where its running sums take at most EXACT_HELD_BYTES, else
+    sweeps a slab in: the whole slab where its running sums take at most Tuning.exact_held_bytes, else
     boxes as big as that allows. Axis 0 is never cut (the sweep runs along it), nor NCX's
     contiguous axis (its line of column sums is as long as the axis, at most a tile's) or a 1-D
     or 2-D NCX slab's (their kernels hold a line). The fewest outer axes are cut, each to the
-    same number of outputs, at least EXACT_BOX_MIN_OUTPUTS where that fits: every cut axis has
+    same number of outputs, at least Tuning.exact_box_min_outputs where that fits: every cut axis has
     the input of about (kernel - stride) / that many outputs read again per box (1x32x256x64x64
     NXC k5 at 1 MiB: two axes cut to 40 outputs took 1.16 times one sweep, one cut to 26 0.97).
     NXC cuts its channels first where boxes of that many outputs along every axis would still
     hold too much (channels are read once whatever the box)."""
     whole = (*(g.out for g in geometry), channels)
-    budget = EXACT_HELD_BYTES // 8
+    t = tuning.current()
+    budget = t.exact_held_bytes // 8
     if _box_held(geometry, channels, ncx, whole) <= budget:
         return whole
     cuttable = range(1, len(geometry) - 1 if ncx else len(geometry))
@@ -517,7 +452,7 @@ def running_boxes(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool) 
                 high = middle - 1
         return low
 
-    fewest = EXACT_BOX_MIN_OUTPUTS
+    fewest = t.exact_box_min_outputs
     per_channels = channels
     if not ncx and _box_held(geometry, channels, ncx, boxes(len(cuttable), fewest, channels)) > budget:
         per_channels = min(channels, max(1, budget // _box_held(geometry, 1, ncx, boxes(len(cuttable), fewest, 1))))
@@ -545,14 +480,15 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
     dtype = np.dtype(dtype)
     spatial_shape = spatial_shape_of(shape, layout)
-    if max(g.out for g in resolve(spec, spatial_shape)) > LONG_AXIS_OUTPUTS:
+    t = tuning.current()
+    if max(g.out for g in resolve(spec, spatial_shape)) > t.long_axis_outputs:
         from .tiles import tiled_pool
 
-        return tiled_pool(spec, shape, dtype, layout, TILE_OUTPUTS)
+        return tiled_pool(spec, shape, dtype, layout, t.tile_outputs)
     channels = 1 if layout is Layout.NCX else shape[-1]
-    t = kernel_tables(spec, spatial_shape, channels)
-    running = running_plan(spec, spatial_shape, channels, layout, t) if dtype == np.float32 else None
-    return prepare_tables(infer_output_shape(spec, shape, layout), shape, dtype, layout, t, running)
+    tables = kernel_tables(spec, spatial_shape, channels)
+    running = running_plan(spec, spatial_shape, channels, layout, tables) if dtype == np.float32 else None
+    return prepare_tables(infer_output_shape(spec, shape, layout), shape, dtype, layout, tables, running)
 
 
 def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
@@ -562,8 +498,9 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     from .kernels import separable  # compiled lazily: importing avgpool stays fast
 
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
-    pieces = threads.pieces_for(slabs, math.prod(shape), PARALLEL_MIN_ELEMENTS, MANY_PIECES_ELEMENTS)
-    budget = OVERLAPPING_GROUP_SCRATCH_BYTES if t.windows_overlap else GROUP_SCRATCH_BYTES
+    tune = tuning.current()
+    pieces = threads.pieces_for(slabs, math.prod(shape), tune.parallel_min_elements, tune.many_pieces_elements)
+    budget = tune.overlapping_group_scratch_bytes if t.windows_overlap else tune.group_scratch_bytes
     group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
@@ -580,7 +517,7 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
     # is pooled on its own, so groups never span more than a block
     slab_in = max(1, math.prod(shape) // max(1, slabs))
-    block = max(1, WIDEN_BLOCK_ELEMENTS // slab_in)
+    block = max(1, tune.widen_block_elements // slab_in)
     group = min(group, block)
     band, scratch_size = band_and_scratch(t, group)
     args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,

@@ -14,25 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from . import threads
+from . import threads, tuning
 from .dialects import qlinear as dialect
 from .inputs import check_out
 from .plan import make_plan
 from .shape import infer_output_shape
 from .spec import Layout
 
-#: Below this many operations (input reads plus tap additions) a call runs on one thread
-#: (measured with helpers spinning: 1x56x56x128 2x2 s2 NHWC, ~1.2M operations, 60 -> 35 us).
-PARALLEL_WORK = 1 << 19
-#: Below this many operations each thread takes one piece (threads.pieces_for).
-MANY_PIECES_WORK = 1 << 23
-#: Channels last: input rows are dequantized once into a float32 ring, not at each tap, when the
-#: windows take at least this many taps per input value (1x56x56x16 3x3 s1: 43 -> 29 us serial;
-#: 1x56x56x128 2x2 s2, one tap per value: 36 -> 49 us) ...
-DEQUANT_REUSE = 2
-#: ... and a row holds at least this many values (W * C): below, the ring's upkeep costs more
-#: than it saves (1x14x14x8 3x3 s1: 3.7 us with it, 3.4 without).
-DEQUANT_ROW = 128
 _ARGS_CACHE = 64
 
 _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC = range(5)
@@ -121,7 +109,8 @@ def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.n
 
 
 def _pieces(work: int, items: int) -> int:
-    return threads.pieces_for(items, work, PARALLEL_WORK, MANY_PIECES_WORK)
+    t = tuning.current()
+    return threads.pieces_for(items, work, t.qlinear_parallel_work, t.qlinear_many_pieces_work)
 
 
 def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -177,7 +166,8 @@ def _general_tables(plans: tuple, spatial: tuple[int, ...], out_spatial: tuple[i
     most_taps = most_rows * max(kernel, int(count.max(initial=0)))
     # channels last: dequantize each input row once where an input value is a tap of several windows
     taps = int(row_ptr[-1]) * int(count.sum())
-    dequant = nxc and taps >= DEQUANT_REUSE * int(np.prod(spatial)) and spatial[-1] * channels >= DEQUANT_ROW
+    t = tuning.current()
+    dequant = nxc and taps >= t.dequant_reuse * int(np.prod(spatial)) and spatial[-1] * channels >= t.dequant_row
     header = np.zeros(k.HEADER, np.int64)
     header[[k.OW, k.FULL_LO, k.FULL_HI, k.KERNEL, k.STRIDE, k.PAD, k.POW2, k.DEQUANT, k.MOST_ROWS, k.MOST_TAPS,
             k.CHUNK, k.ROWS_IN, k.WIDTH, k.ROWS_OUT]] = [
@@ -197,10 +187,19 @@ def _taps(table: np.ndarray) -> int:
     return row_taps * int(table[table[k.COUNT]:table[k.COUNT] + table[k.OW]].sum())
 
 
-@functools.lru_cache(maxsize=256)
 def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> Prepared:
-    """:func:`prepare` for hashable attribute values (ints, tuples of ints, strings, bools)."""
+    """:func:`prepare` for hashable attribute values (ints, tuples of ints, strings, bools),
+    cached under the current :mod:`.tuning` too (which :func:`prepare` reads)."""
+    return _prepare_tuned(tuning.current(), shape, dtype, *attributes)
+
+
+@functools.lru_cache(maxsize=256)
+def _prepare_tuned(tune: tuning.Tuning, shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> Prepared:
     return prepare(shape, dtype, *attributes)
+
+
+prepare_cached.cache_clear = _prepare_tuned.cache_clear  # type: ignore[attr-defined]
+prepare_cached.cache_info = _prepare_tuned.cache_info  # type: ignore[attr-defined]
 
 
 def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-#: Pieces per thread for large jobs: small enough that a thread scheduled late leaves little to wait for.
-PIECES_PER_THREAD = 2
+from . import tuning
+
 #: How long a helper keeps spinning for the next job after finishing one.
 SPIN_SECONDS = 0.002
 _MAX_POOLS = 64  # pools the helpers can be switched to (older ones are forgotten)
@@ -65,11 +65,12 @@ def thread_count() -> int:
 def pieces_for(items: int, work: int, parallel_from: int, many_pieces_from: int) -> int:
     """How many pieces to cut ``items`` into for a job of ``work`` (the caller's measure): 1
     (serial) below ``parallel_from``, one per thread below ``many_pieces_from`` (a piece costs a
-    few microseconds of set-up), ``PIECES_PER_THREAD`` per thread above."""
+    few microseconds of set-up), :attr:`.tuning.Tuning.pieces_per_thread` per thread above
+    (read as a pool is prepared, as this is called)."""
     threads = thread_count()
     if work < parallel_from or threads < 2 or items < 2:
         return 1
-    per_thread = 1 if work < many_pieces_from else PIECES_PER_THREAD
+    per_thread = 1 if work < many_pieces_from else tuning.current().pieces_per_thread
     return max(1, min(items, threads * per_thread))
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine, qlinear_engine
+from . import engine, qlinear_engine, tuning
 from .dialects import qlinear as qlinear_dialect
 from .inputs import check_out
 from .plan import AxisPlan, any_pad, axis_plan
@@ -142,6 +142,9 @@ class Tiling(_SharedPlans):
     # to their region where all windows lie inside the input, else by the plan itself), made once:
     # a 64K-output tile's tables cost 30 times its kernel
     _shared: dict = field(default_factory=dict, repr=False)
+    # the tuning current when the tiling was made: its tiles are prepared under it, whenever and
+    # in whichever thread they are first pooled
+    tuned_by: tuning.Tuning = field(default_factory=tuning.current, repr=False)
 
     @property
     def spatial_axes(self) -> tuple[int, ...]:
@@ -229,16 +232,17 @@ class Tiling(_SharedPlans):
             raise ValueError(f"tile input has spatial shape {spatial_shape_of(shape, self.layout)}, "
                              f"expected {expected} for outputs {outputs}")
         channels = 1 if self.layout is Layout.NCX else shape[-1]
-        tables = engine.tables_from_plans(plans, channels, self.blocks, self.global_window)
         out_shape = list(shape)
         for array_axis, p in zip(self.spatial_axes, plans):
             out_shape[array_axis] = p.geometry.out
         out_shape = tuple(out_shape)
-        plain = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, None)
-        exact = None
-        if self.exact:
-            running = engine.running_plan_for(tuple(p.geometry for p in plans), channels, self.layout, tables)
-            exact = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, running)
+        with tuning.using(self.tuned_by):
+            tables = engine.tables_from_plans(plans, channels, self.blocks, self.global_window)
+            plain = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, None)
+            exact = None
+            if self.exact:
+                running = engine.running_plan_for(tuple(p.geometry for p in plans), channels, self.layout, tables)
+                exact = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, running)
         if key is not None:
             self._remember(key, (exact, plain))
         return exact, plain
@@ -298,6 +302,7 @@ class QLinearTiling(_SharedPlans):
     out_shape: tuple[int, ...]
     axes: tuple[AxisGeometry, ...]  # onnxruntime's geometry, canonical (explicit pads, floor rounding)
     _shared: dict = field(default_factory=dict, repr=False)
+    tuned_by: tuning.Tuning = field(default_factory=tuning.current, repr=False)  # as Tiling.tuned_by
 
     @property
     def layout(self) -> Layout:
@@ -334,7 +339,8 @@ class QLinearTiling(_SharedPlans):
             key = ("global", shape)
             found = self._shared.get(key)
             if found is None:
-                found = qlinear_engine.prepare(shape, self.dtype, *self.attributes)
+                with tuning.using(self.tuned_by):
+                    found = qlinear_engine.prepare(shape, self.dtype, *self.attributes)
                 self._remember(key, found)
             return found
         lengths = spatial_shape_of(shape, self.layout)
@@ -343,7 +349,8 @@ class QLinearTiling(_SharedPlans):
         key = ("pools", tuple(c[2] for c in cuts), shape) if all(c[2] is not None for c in cuts) else None
         found = self._shared.get(key) if key is not None else None
         if found is None:
-            found = qlinear_engine.prepare_plans(shape, self.dtype, self.geometry, tuple(c[0] for c in cuts))
+            with tuning.using(self.tuned_by):
+                found = qlinear_engine.prepare_plans(shape, self.dtype, self.geometry, tuple(c[0] for c in cuts))
             if key is not None:
                 self._remember(key, found)
         return found

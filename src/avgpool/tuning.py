@@ -1,0 +1,162 @@
+"""The measured crossovers and budgets the engines choose their paths by, in one frozen object.
+
+The engines read :func:`current` when they prepare a pool (never at import, never per call), and
+their caches of prepared pools are keyed by it, so that a pool prepared under one tuning is never
+found under another. Tests and benchmarks change it with :func:`tuned`::
+
+    with tuning.tuned(parallel_min_elements=1, many_pieces_elements=1):
+        ...  # every call shared between threads, in the smallest pieces
+
+Each field says why it has its value and which benchmark row (``python benchmarks/bench.py
+--only NAME``) or test measures or exercises it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import memo
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Every measured crossover and budget of the engines (field names as keyword arguments of
+    :func:`tuned`); hashable, and part of the key of every cached preparation."""
+
+    # --- threads (engine.prepare_tables, threads.pieces_for) ---
+    #: Below this many input elements one thread is faster. A spinning helper joins a job within a
+    #: microsecond, so sharing pays from a few microseconds of work: the small-plane model nodes
+    #: (50K-113K elements) run in 0.55-0.65 of their serial time on two threads, 1x1024x6x6 7x7
+    #: (37K) in 0.93, 1x544x7x7 7x7 (27K, a global sum) not faster. Re-measured by bench.py's
+    #: node rows (1x1024x7x7, 1x576x14x14, 1x272x14x14 3x3, 1x512x14x14 2x2); tests/test_threads.py
+    #: forces it to 1.
+    parallel_min_elements: int = 1 << 15
+    #: Below this many elements each thread takes one piece; above, more pieces leave less to wait
+    #: for when a thread runs late (bench.py's large rows, e.g. 32x128x56x56; tests/test_threads.py).
+    many_pieces_elements: int = 1 << 22
+    #: Pieces per thread above many_pieces_elements: small enough that a thread scheduled late
+    #: leaves little to wait for (bench.py's large rows).
+    pieces_per_thread: int = 2
+
+    # --- the separable float64 passes (engine.prepare_tables, band_and_scratch) ---
+    #: Bytes of a group's two float64 intermediates where windows do not overlap (each input value
+    #: read once): bigger than the caches is faster, long sequential sweeps (1x128x56x56 serial
+    #: 2x2 s2 and 32x128x56x56 faster at 8 MiB than at 256 KiB-2 MiB). Re-measured by bench.py's
+    #: 2x2 s2 rows and 8x64x16000 k4 s4; tests/test_properties.py test_group_budgets.
+    group_scratch_bytes: int = 1 << 23
+    #: The same where windows overlap: a value is read several times and sums of more than three
+    #: taps sweep the accumulator several times, so the intermediates must stay in the L2 cache
+    #: (1 MiB per core here) with their input; 512 KiB beat 2 MiB and 256 KiB (bench.py's
+    #: 32x192x28x28 3x3 and 1x16x256x256 k5/k11 float64 rows).
+    overlapping_group_scratch_bytes: int = 1 << 19
+    #: A slab whose intermediates exceed the group budget alone is pooled in bands of first-axis
+    #: outputs whose two buffers take about this much cache (tests/test_properties.py in_bands).
+    band_scratch_bytes: int = 1 << 18
+    #: float16/bfloat16 are widened to float32 this many elements at a time (numba has no 16-bit
+    #: floats), so that the widened block stays in cache (bench.py's float16 rows).
+    widen_block_elements: int = 1 << 16
+    #: From this many taps along an axis of rows (more than one value per position) a pass sums
+    #: from block partial sums (flat in k): 1x16x256x256 k x 1 threaded, direct 748 us against
+    #: block 615 at k 13, direct cheaper at k 11; 1x16x512x512 k13 4.40 ms against 3.71.
+    #: Re-measured by bench.py's 1x16x256x256 kernel rows ("--only kernel").
+    block_sums_min_kernel: int = 13
+    #: The same along a contiguous axis, where the block sums need transposed tiles (1 x k serial:
+    #: direct 3085 us against block 2679 at k 25, alike below). bench.py's 1 x k kernel rows.
+    contiguous_block_sums_min_kernel: int = 25
+    #: NCX planes of at most this many values, windows of at most 3 x 3 taps at stride 1 and an
+    #: output the size of the input go by kernels/small_planes.py (~0.6 ns per value, where the
+    #: separable passes' short rows cost more): 3x3 p1 serial 1x1024x7x7 32 us against 53-56,
+    #: 1x800x12x12 72 against 78; 14x14 alike, 16x16 slower. Re-measured by bench.py's node rows
+    #: (1x1024x7x7, 1x576x14x14 3x3); tests/test_small_planes.py turns it off with 0.
+    small_plane_values: int = 144
+
+    # --- float32's exact int64 running sums (engine.running_plan, running_boxes) ---
+    #: From this many taps along some axis float32 windows are summed exactly in int64 running sums
+    #: (kernels/running.py), whose cost is the same for every kernel size (bench.py's float32
+    #: kernel rows, k3 to k31; tests/test_properties.py exact_from lowers it).
+    exact_running_min_kernel: int = 5
+    #: Input bytes checked and then pooled together on that path: within the L2 cache, so the sums
+    #: read what the check has just read (a whole 2 MiB piece cost 5-10% more).
+    exact_group_bytes: int = 1 << 18
+    #: The running sums of a slab (one row of the later axes per level, int64) over this many bytes
+    #: are swept in boxes of the later axes' outputs whose rows take at most this much (the same
+    #: integer sums): 1x2x131072x64 NXC k5 in 0.15 of one sweep's time, 1x64x8192x64 0.95; 1 MiB
+    #: and 256 KiB cut more and cost up to 1.2 and 1.4 times one sweep (tests/test_running_boxes.py).
+    exact_held_bytes: int = 1 << 22
+    #: A box keeps at least this many outputs along each axis it cuts, where it can (by cutting
+    #: the channels instead): each box reads again the input its windows share with the next
+    #: (1x32x256x64x64 NXC k5: two axes cut to 40 outputs 1.16 times one sweep, one cut to 26 0.97;
+    #: tests/test_running_boxes.py).
+    exact_box_min_outputs: int = 16
+
+    # --- tiles (engine.prepare -> avgpool.tiles) ---
+    #: An axis with more outputs than this is pooled in tiles of tile_outputs outputs (the same
+    #: bits): the window tables take 48 bytes per output along each axis, with plans and
+    #: temporaries 200 (3.4 GiB over a 1 x 1 x 32M input and its output); tiled, 1x1x16M k2 s2
+    #: took 0.15 s against 1.1 s for the tables alone (tests/test_memory_bounds.py,
+    #: tests/test_tiles.py small_tiles).
+    long_axis_outputs: int = 1 << 18
+    #: Outputs per tile along each axis of such an input.
+    tile_outputs: int = 1 << 16
+
+    # --- QLinearAveragePool (qlinear_engine) ---
+    #: Below this many operations (input reads plus tap additions) a call runs on one thread
+    #: (helpers spinning: 1x56x56x128 2x2 s2 NHWC, ~1.2M operations, 60 -> 35 us threaded).
+    #: Re-measured by benchmarks/bench_qlinear.py; tests/test_qlinear.py forces it to 1.
+    qlinear_parallel_work: int = 1 << 19
+    #: Below this many operations each thread takes one piece (threads.pieces_for).
+    qlinear_many_pieces_work: int = 1 << 23
+    #: Channels last: input rows are dequantized once into a float32 ring, not at each tap, when
+    #: the windows take at least this many taps per input value (1x56x56x16 3x3 s1: 43 -> 29 us
+    #: serial; 1x56x56x128 2x2 s2, one tap per value: 36 -> 49 us) ...
+    dequant_reuse: int = 2
+    #: ... and a row holds at least this many values (W * C): below, the ring's upkeep costs more
+    #: than it saves (1x14x14x8 3x3 s1: 3.7 us with it, 3.4 without). bench_qlinear.py's NHWC rows;
+    #: tests/test_qlinear.py forces either source.
+    dequant_row: int = 128
+
+    def __post_init__(self) -> None:
+        # the caches of prepared pools hash it with every lookup: once here, not per lookup
+        object.__setattr__(self, "_hash", hash(dataclasses.astuple(self)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+DEFAULT = Tuning()
+
+_ACTIVE: contextvars.ContextVar[Tuning] = contextvars.ContextVar("avgpool_tuning", default=DEFAULT)
+
+#: The tuning in effect in this context (thread, task): what a pool prepared now is prepared by.
+current = _ACTIVE.get
+
+
+@contextlib.contextmanager
+def using(tuning: Tuning) -> Iterator[Tuning]:
+    """Make ``tuning`` current in this context, nothing else: for work prepared later on behalf
+    of a pool prepared under it (tiles prepared as they are first pooled, maybe in another
+    thread). Remembered calls are not cleared: use :func:`tuned` to change the tuning."""
+    token = _ACTIVE.set(tuning)
+    try:
+        yield tuning
+    finally:
+        _ACTIVE.reset(token)
+
+
+@contextlib.contextmanager
+def tuned(**changes: int | float) -> Iterator[Tuning]:
+    """The current tuning with ``changes`` (field names of :class:`Tuning`) in effect within the
+    block, in this context. The engines' caches are keyed by the tuning, but calls remembered by
+    their arguments alone (an AveragePool's shapes, average_pool's calls) are not: they are
+    forgotten on the way in and out (:func:`.memo.clear_all`)."""
+    tuning = dataclasses.replace(current(), **changes)
+    memo.clear_all()
+    try:
+        with using(tuning):
+            yield tuning
+    finally:
+        memo.clear_all()
