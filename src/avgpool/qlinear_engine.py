@@ -108,9 +108,10 @@ def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.n
     return (tab,)
 
 
-def _pieces(work: int, items: int) -> int:
+def _pieces(work: int, items: int, parallel_from: int | None = None) -> int:
     t = tuning.current()
-    return threads.pieces_for(items, work, t.qlinear_parallel_work, t.qlinear_many_pieces_work)
+    return threads.pieces_for(items, work, t.qlinear_parallel_work if parallel_from is None else parallel_from,
+                              t.qlinear_many_pieces_work)
 
 
 def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -254,7 +255,8 @@ def _general(shape: tuple[int, ...], out_shape: tuple[int, ...], geometry: diale
                         (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape)
     items = batch * channels * rows_out
     return Prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
-                    (batch * channels * rows_out * ow,), items, _pieces(work, items), tables, in_shape=shape)
+                    (batch * channels * rows_out * ow,), items,
+                    _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape)
 
 
 def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:

@@ -108,6 +108,12 @@ class Tuning:
     #: (helpers spinning: 1x56x56x128 2x2 s2 NHWC, ~1.2M operations, 60 -> 35 us threaded).
     #: Re-measured by benchmarks/bench_qlinear.py; tests/test_qlinear.py forces it to 1.
     qlinear_parallel_work: int = 1 << 19
+    #: The same for the channels-first general path, whose operations cost more (a window's taps
+    #: are a chain of dependent float32 additions in onnxruntime's order): there two threads
+    #: already pay from ~70K operations (serial vs threaded, medians: 1x1024x6x6 7x7 pads
+    #: [0,0,1,1] 69 vs 43 us, 1x272x14x14 3x3 s2 105 vs 58, 1x1024x7x7 3x3 p1 371 vs 191).
+    #: Re-measured by bench_qlinear.py's NCHW node rows.
+    qlinear_ncx_parallel_work: int = 1 << 16
     #: Below this many operations each thread takes one piece (threads.pieces_for).
     qlinear_many_pieces_work: int = 1 << 23
     #: Channels last: input rows are dequantized once into a float32 ring, not at each tap, when
