@@ -78,7 +78,9 @@ KINDS: dict[str, Callable[[], None]] = {
     "qlinear-uint8-global-nxc": _qlinear("uint8", (1, 16, 16, 3), channels_last=True, global_pool=True),
     "qlinear-int8-global-nxc": _qlinear("int8", (1, 16, 16, 3), channels_last=True, global_pool=True),
     "qlinear-threads": _qlinear("uint8", _THREADED),
+    "qlinear-int8-threads": _qlinear("int8", _THREADED),
     "qlinear-nxc-threads": _qlinear("uint8", (2, 128, 128, 16), channels_last=True),
+    "qlinear-int8-nxc-threads": _qlinear("int8", (2, 128, 128, 16), channels_last=True),
 }
 
 
