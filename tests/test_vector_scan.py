@@ -59,12 +59,10 @@ def test_scale_tables_start_on_a_cache_line():
     from avgpool import engine
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.plan import make_plan
-    from avgpool.spec import Layout
 
     shape = (1, 3, 37, 29)
     spec = onnx_dialect.make_spec(22, shape, [5, 3], pads=[2, 1, 2, 1])
     tables = engine.kernel_tables(spec, shape[2:], 1)
-    running = engine.running_plan(spec, shape[2:], 1, Layout.NCX, tables)
-    assert tables.scales.ctypes.data % 64 == 0 and running.inner_factors.ctypes.data % 64 == 0
+    assert tables.scales.ctypes.data % 64 == 0  # the exact kernel reads NCX's last-axis scales from here
     divisors = np.concatenate([p.divisor for p in make_plan(spec, shape[2:])])
     assert np.array_equal(tables.scales, 1.0 / divisors)  # the aligned copy holds the same values

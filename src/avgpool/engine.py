@@ -329,9 +329,9 @@ class RunningPlan:
     outputs), so the kernel sums the windows clipped to the input from prefix sums instead, in a
     line of ``2 * length + 1`` (a 1-D line, clipped or long, is streamed in chunks: no line).
     ``row_factors`` are the divisor scales of the axes before the last running axis (the last
-    spatial axis of NXC, the one before it of NCX; one per output row of the axes before it),
-    ``inner_factors`` those of the axes after it (NCX: the contiguous axis's, which the kernel
-    reads from the tables' scales; NXC: none, its rows are channels). ``headroom``: how
+    spatial axis of NXC, the one before it of NCX; one per output row of the axes before it);
+    those after it are the contiguous axis's of NCX, which the kernel reads from the tables'
+    scales (NXC has none: its rows are channels). ``headroom``: how
     many bits a value may take as an integer so that no sum of the pool overflows an int64.
     ``int_size``: the running sums the kernel holds while it sweeps a slab, one row along each
     axis (NCX: but the last two), the product of the later axes' lengths and the channels:
@@ -342,7 +342,6 @@ class RunningPlan:
 
     passes: np.ndarray
     row_factors: np.ndarray
-    inner_factors: np.ndarray
     headroom: int
     int_size: int
     box_outputs: np.ndarray
@@ -398,9 +397,8 @@ def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: 
     scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
     group_bytes = tuning.current().exact_group_bytes
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
-    inner_factors = scales[-1] if ncx else ()  # NXC's later values are channels: no divisor
     return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 7), np.ascontiguousarray(row_factors),
-                       _cache_aligned(np.asarray(inner_factors, dtype=np.float64)), headroom(geometry),
+                       headroom(geometry),
                        _box_held(geometry, channels, ncx, boxes), np.asarray(boxes, dtype=np.int64),
                        max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)))
 
