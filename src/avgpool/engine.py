@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import threads, tuning
-from .inputs import check_out
+from .inputs import out_target
 from .memo import Memo
 from .plan import AxisPlan, make_plan, total_taps
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
@@ -292,12 +292,12 @@ class PreparedPool:
         else:
             out_flags = out.flags if type(out) is np.ndarray else None
             if out_flags is None or out.shape != self.out_shape or out.dtype != self.dtype or not out_flags.writeable:
-                check_out(out, self.out_shape, self.dtype)  # raises, naming what is wrong
-                if out_flags is None:
-                    # an ndarray subclass (np.memmap, open_memmap's, a user's): written through a
-                    # plain view of its memory, as the kernels take plain arrays; returned itself
-                    self(x, out.view(np.ndarray))
-                    return out
+                # an ndarray subclass, or a wrong out (inputs.out_target raises, naming what is wrong)
+                target, copy = out_target(out, x, self.out_shape, self.dtype)
+                self(x, target)
+                if copy:
+                    out[...] = target
+                return out
             # two arrays that each own their memory cannot overlap: the common case skips the
             # bounds test (it costs more than a tiny pool)
             separate = out.base is None and x.base is None and out is not x

@@ -53,6 +53,19 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return out
 
 
+def out_target(out: Any, x: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, bool]:
+    """Where a kernel writes a result meant for ``out=`` (checked by :func:`check_out`): ``out``
+    itself, or a plain view of an ndarray subclass's memory (an ``np.memmap``, ``open_memmap``'s
+    result: the kernels take plain arrays), or a new array where that is not C-contiguous or
+    shares memory with the input ``x`` (pooling in place); and whether the result must then be
+    copied into ``out``."""
+    check_out(out, shape, dtype)
+    plain = out if type(out) is np.ndarray else out.view(np.ndarray)
+    if plain.flags.c_contiguous and not np.may_share_memory(plain, x):
+        return plain, False
+    return np.empty(shape, dtype), True
+
+
 def as_input_shape(input_shape: Any) -> tuple[int, ...]:
     """A shape given without data (the ``output_shape`` functions): a sequence of non-negative integers.
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import threads, tuning
 from .dialects import qlinear as dialect
-from .inputs import check_out
+from .inputs import out_target
 from .plan import make_plan
 from .shape import infer_output_shape
 from .spec import Layout
@@ -288,13 +288,7 @@ def run_into(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, .
     wrong), of any layout and ndarray subclass (an ``np.memmap``, ``open_memmap``'s result), and
     ``x`` itself or sharing its memory: the kernels then write a new array, copied into ``out``
     once the input has been read, as they do where ``out`` is not C-contiguous."""
-    check_out(out, prepared.out_shape, x.dtype)
-    if type(out) is not np.ndarray:
-        # the kernels take plain arrays: a plain view of the subclass's memory, itself returned
-        run_into(prepared, x, kernel_args, out.view(np.ndarray))
-        return out
-    direct = out.flags.c_contiguous and not np.may_share_memory(out, x)
-    target = out if direct else np.empty(prepared.out_shape, x.dtype)
+    target, copy = out_target(out, x, prepared.out_shape, x.dtype)
     kernel, items, pieces, x_view, out_view, _, x_how, _ = prepared.plan
     if kernel is not None:
         if x_how:
@@ -304,6 +298,6 @@ def run_into(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, .
             kernel(x, flat, 0, items, kernel_args[0])
         else:
             threads.run_pieces(kernel, x, flat, items, pieces, kernel_args)
-    if not direct:
+    if copy:
         out[...] = target
     return out

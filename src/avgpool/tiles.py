@@ -30,7 +30,7 @@ import numpy as np
 
 from . import engine, qlinear_engine, tuning
 from .dialects import qlinear as qlinear_dialect
-from .inputs import check_out
+from .inputs import out_target
 from .plan import AxisPlan, any_pad, axis_plan
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
@@ -395,10 +395,7 @@ class TiledPool:
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         if out is None:
             out = np.empty(self.out_shape, self.dtype)
-        check_out(out, self.out_shape, self.dtype)
-        target = out.view(np.ndarray)
-        if np.may_share_memory(target, x):
-            target = np.empty(self.out_shape, self.dtype)
+        target, copy = out_target(out, x, self.out_shape, self.dtype)
         exact = self._exact_slabs(x) if self.tiling.exact else None
         spatial = self.tiling.spatial_axes
         take = [slice(None)] * x.ndim
@@ -410,7 +407,7 @@ class TiledPool:
                 take[axis] = slice(*self.tiling.input_range(i, start, stop))
                 put[axis] = slice(start, stop)
             target[tuple(put)] = self.tiling.pool(x[tuple(take)], outputs, exact)
-        if target is not out.view(np.ndarray) and not np.shares_memory(target, out):
+        if copy:
             out[...] = target
         return out
 
