@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,10 +23,12 @@ _PARAMS_CACHE = 256
 #: The last call remembered in _CALLS, by the identity of its argument objects, with what it
 #: prepared: the same call again with the very same objects skips building the key (~0.35 us of
 #: a ~2.7 us tiny call). Kept only when every scalar is immutable, and a list only with its items,
-#: compared by identity too, so that a list edited in place is noticed.
+#: compared by identity too (:func:`_items_check`), so that a list edited in place is noticed.
+#: (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode,
+#: count_include_pad, channels_last, x.shape, x.dtype, items check, Prepared, kernel arguments)
 _LAST: tuple | None = None
 _IMMUTABLE = (int, float, bool, str, type(None), np.generic)
-_is = operator.is_
+_run, _run_into = qlinear_engine.run, qlinear_engine.run_into
 
 
 def _freeze(value: Any) -> Any:
@@ -104,17 +106,23 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype, shape, scalar input or
     ``out``.
     """
+    last = _LAST
+    if last is not None:
+        # one unpacking, then tests of locals: indexing the tuple per test cost ~0.2 us
+        ks, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, prepared, kernel_args = last
+        if (kernel_shape is ks and strides is st and pads is pd and x_scale is xs and x_zero_point is xz
+                and y_scale is ys and y_zero_point is yz and auto_pad is ap and ceil_mode is cm
+                and count_include_pad is cip and channels_last is cl and type(x) is np.ndarray and x.shape == shape
+                and x.dtype is dtype and items(kernel_shape, strides, pads)):
+            if not x.flags.c_contiguous:
+                x = np.ascontiguousarray(x)
+            if out is None:
+                return _run(prepared, x, kernel_args)
+            try:
+                return _run_into(prepared, x, kernel_args, out)
+            except AvgPoolError as err:  # all about out=: named as the first call's errors are
+                raise AvgPoolError(f"{dialect.LABEL}: {err}") from None
     if type(x) is np.ndarray:
-        last = _LAST
-        if (last is not None and kernel_shape is last[0] and strides is last[1] and pads is last[2]
-                and x.shape == last[3] and x.dtype is last[4] and x_scale is last[5] and x_zero_point is last[6]
-                and y_scale is last[7] and y_zero_point is last[8] and auto_pad is last[9] and ceil_mode is last[10]
-                and count_include_pad is last[11] and channels_last is last[12]
-                and len(kernel_shape) == len(last[13]) and all(map(_is, kernel_shape, last[13]))
-                and (strides is None or (len(strides) == len(last[14]) and all(map(_is, strides, last[14]))))
-                and (pads is None or (len(pads) == len(last[15]) and all(map(_is, pads, last[15]))))):
-            x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-            return qlinear_engine.run(last[16], x, last[17]) if out is None else _into(last[16], x, last[17], out)
         # repeated calls: one lookup keyed by everything that validation depends on, types included
         # (True == 1 == 1.0 as dictionary keys, but they validate differently)
         try:
@@ -175,9 +183,28 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     global _LAST
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
     if all(isinstance(value, _IMMUTABLE) for value in scalars):
-        _LAST = (kernel_shape, strides, pads, x.shape, x.dtype, *args[:4], *args[7:11], tuple(kernel_shape),
-                 None if strides is None else tuple(strides), None if pads is None else tuple(pads), prepared,
-                 kernel_args)
+        check = _items_check(len(kernel_shape), -1 if strides is None else len(strides), -1 if pads is None else len(pads))
+        _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
+                 check(*kernel_shape, *(strides or ()), *(pads or ())), prepared, kernel_args)
+
+
+@functools.cache
+def _items_check(*lengths: int) -> Callable[..., Callable[[Any, Any, Any], bool]]:
+    """For sequences of these lengths (-1: None), a factory of the test that ``kernel_shape``,
+    ``strides`` and ``pads`` (each already the very object remembered) still have the length and
+    the very items they had, unrolled: ``all(map(operator.is_, ...))`` on three lists cost ~0.6 us
+    of a ~2 us repeated call (bench_qlinear.py's function column on the tiny and global rows)."""
+    names = [[f"{axis}{i}" for i in range(n)] for axis, n in zip("ksp", lengths)]
+    tests = [f"len({axis}) == {len(items)}" + "".join(f" and {axis}[{i}] is {name}" for i, name in enumerate(items))
+             for axis, n, items in zip("ksp", lengths, names) if n >= 0]
+    params = ", ".join(name for items in names for name in items)
+    source = (f"def factory({params}):\n"
+              f"    def check(k, s, p):\n"
+              f"        return {' and '.join(tests)}\n"
+              f"    return check\n")
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102 - code built here from integers only
+    return namespace["factory"]
 
 
 def forget() -> None:

@@ -43,6 +43,28 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def _entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view: tuple[int, ...]) -> Any:
+    """The compiled entry point of ``kernel`` for C-contiguous arrays of ``dtype`` in these shapes
+    (:func:`.kernels.crew.native_address`'s signature, which the helper threads run: one machine
+    code for both), called without numba's dispatcher: typing five arguments cost it ~0.2-0.5 us of
+    every call (1x4x4x1 2x2: 0.79 us through the dispatcher, 0.62 through the entry point;
+    1x7x7x1024 global: 1.49 against 1.14). Kernels only read ``x``: a read-only input runs the
+    same code."""
+    from numba import typeof, types
+
+    from .kernels.jit import compiled, flat_signature
+
+    probe = np.empty(0, dtype)
+    tab = np.empty(0, np.int64)
+    if len(x_view) == 1 and len(out_view) == 1:
+        signature = flat_signature(dtype, dtype, (tab,))
+    else:
+        element = typeof(probe).dtype
+        signature = (types.Array(element, len(x_view), "C"), types.Array(element, len(out_view), "C"), types.int64,
+                     types.int64, typeof(tab))
+    return compiled(kernel, signature).entry_point
+
+
 @dataclass(frozen=True, eq=False)
 class Prepared:
     """One (attributes, input shape, dtype): what a call needs besides the data and the scalars."""
@@ -59,14 +81,16 @@ class Prepared:
     in_shape: tuple[int, ...] = ()  # the input's shape
     kernel: Any = None  # the kernel function (None: empty output), set from ``kind``
     plan: tuple = ()  # what :func:`run` needs, in one tuple (each attribute lookup counts in a tiny call)
+    dtype: np.dtype | None = None  # the input's (and output's) dtype: the kernel's entry point is typed by it
 
     def __post_init__(self) -> None:
         kernel = _kernel(self.kind)
         object.__setattr__(self, "kernel", kernel)
         x_how = 1 if len(self.x_view) == 1 else 2 if self.x_view != self.in_shape else 0  # as it is, ravel, reshape
         out_how = 0 if self.out_view == self.out_shape else 1 if len(self.out_view) == 1 else 2  # ... reshape after
-        object.__setattr__(self, "plan", (kernel, self.items, self.pieces, self.x_view, self.out_view, self.out_shape,
-                                          x_how, out_how))
+        call = None if kernel is None or self.dtype is None else _entry(kernel, self.dtype, self.x_view, self.out_view)
+        object.__setattr__(self, "plan", (call, self.items, self.pieces, self.x_view, self.out_view, self.out_shape,
+                                          x_how, out_how, kernel, self.dtype))
 
     def kernel_args(self, params: dialect.QuantParams) -> tuple[np.ndarray, ...]:
         """The kernel's arguments after the bounds for these quantisation values (cached; the
@@ -207,6 +231,7 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
             ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> Prepared:
     """Validate the attributes for an input shape and build the kernel's tables."""
     dialect.check_dtype(dtype)
+    dtype = np.dtype(dtype)
     geometry = dialect.make_geometry(shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
                                      channels_last)
     out_shape = infer_output_shape(geometry.spec, shape, geometry.layout)
@@ -215,31 +240,32 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
     size = int(np.prod(shape))
     if int(np.prod(out_shape)) == 0:
-        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape)
+        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
     if geometry.global_path:
         n = geometry.image_size
         if nxc:
             return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
-                            _pieces(size, batch), (), in_shape=shape)
+                            _pieces(size, batch), (), in_shape=shape, dtype=dtype)
         return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
-                        batch * channels, _pieces(size, batch * channels), (), in_shape=shape)
-    return _general(shape, out_shape, geometry, make_plan(geometry.spec, spatial))
+                        batch * channels, _pieces(size, batch * channels), (), in_shape=shape, dtype=dtype)
+    return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
 
 
 def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: dialect.Geometry, plans: tuple) -> Prepared:
     """The general path for an input of ``shape`` whose windows are ``plans`` (a tile's, cut
     from the whole operator's: :mod:`avgpool.tiles`)."""
     dialect.check_dtype(dtype)
+    dtype = np.dtype(dtype)
     out_shape = list(shape)
     for axis, plan in zip(geometry.layout.spatial_axes(len(shape)), plans):
         out_shape[axis] = plan.geometry.out
     out_shape = tuple(out_shape)
     if int(np.prod(out_shape)) == 0:
-        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape)
-    return _general(shape, out_shape, geometry, plans)
+        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
+    return _general(shape, dtype, out_shape, geometry, plans)
 
 
-def _general(shape: tuple[int, ...], out_shape: tuple[int, ...], geometry: dialect.Geometry, plans: tuple) -> Prepared:
+def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: dialect.Geometry, plans: tuple) -> Prepared:
     nxc = geometry.layout is Layout.NXC
     spatial = shape[1:-1] if nxc else shape[2:]
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
@@ -252,21 +278,24 @@ def _general(shape: tuple[int, ...], out_shape: tuple[int, ...], geometry: diale
     if nxc:
         items = batch * rows_out * ow
         return Prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
-                        (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape)
+                        (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape,
+                        dtype=dtype)
     items = batch * channels * rows_out
     return Prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
                     (batch * channels * rows_out * ow,), items,
-                    _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape)
+                    _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape,
+                    dtype=dtype)
 
 
 def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:
     """Pool a C-contiguous uint8/int8 array of the prepared shape.
 
-    A tiny call costs ~2.5 us in all, and each attribute lookup, reshape (~0.17 us) or ravel
-    (~0.08) counts: the input is reshaped, and the output allocated in the caller's shape and
-    ravelled, only where the kernel's shapes differ, and a serial call goes straight to the kernel.
+    A tiny call costs ~2 us in all, and each attribute lookup, reshape (~0.2 us) or ravel (~0.1)
+    counts: the input is reshaped, and the output allocated in the caller's shape and ravelled,
+    only where the kernel's shapes differ, and a serial call goes straight to the kernel's entry
+    point.
     """
-    kernel, items, pieces, x_view, out_view, out_shape, x_how, out_how = prepared.plan
+    call, items, pieces, x_view, out_view, out_shape, x_how, out_how, kernel, dtype = prepared.plan
     if out_how == 1:
         result = np.empty(out_shape, x.dtype)
         out = result.ravel()
@@ -276,7 +305,7 @@ def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) 
         if x_how:
             x = x.ravel() if x_how == 1 else x.reshape(x_view)
         if pieces == 1:
-            kernel(x, out, 0, items, kernel_args[0])
+            call(x, out, 0, items, kernel_args[0])
         else:
             threads.run_pieces(kernel, x, out, items, pieces, kernel_args)
     return result if out_how < 2 else out.reshape(out_shape)
@@ -287,15 +316,27 @@ def run_into(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, .
     ``x``'s dtype, writeable (else :class:`~avgpool.errors.AvgPoolError`, naming what is
     wrong), of any layout and ndarray subclass (an ``np.memmap``, ``open_memmap``'s result), and
     ``x`` itself or sharing its memory: the kernels then write a new array, copied into ``out``
-    once the input has been read, as they do where ``out`` is not C-contiguous."""
-    target, copy = out_target(out, x, prepared.out_shape, x.dtype)
-    kernel, items, pieces, x_view, out_view, _, x_how, _ = prepared.plan
+    once the input has been read, as they do where ``out`` is not C-contiguous.
+
+    The common case (a plain C-contiguous ``out`` of the right shape and dtype, apart from ``x``)
+    is told in one test: :func:`.inputs.out_target` and its overlap test cost ~0.6 us, most of a
+    small call's overhead (bench_qlinear.py's prepared column).
+    """
+    call, items, pieces, x_view, out_view, out_shape, x_how, out_how, kernel, dtype = prepared.plan
+    flags = out.flags if type(out) is np.ndarray else None
+    if (flags is not None and out.shape == out_shape and out.dtype is dtype and flags.writeable
+            and flags.c_contiguous and ((out.base is None and x.base is None and out is not x)
+                                        or not np.may_share_memory(out, x))):
+        # two arrays that each own their memory cannot overlap: the common case skips the bounds test
+        target, copy = out, False
+    else:
+        target, copy = out_target(out, x, out_shape, x.dtype)
     if kernel is not None:
         if x_how:
             x = x.ravel() if x_how == 1 else x.reshape(x_view)
-        flat = target.reshape(out_view)  # a view: the target is C-contiguous
+        flat = target if out_how == 0 else target.ravel() if out_how == 1 else target.reshape(out_view)
         if pieces == 1:
-            kernel(x, flat, 0, items, kernel_args[0])
+            call(x, flat, 0, items, kernel_args[0])
         else:
             threads.run_pieces(kernel, x, flat, items, pieces, kernel_args)
     if copy:
