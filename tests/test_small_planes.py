@@ -1,4 +1,4 @@
-"""kernels/small_planes.py: small NCX planes with windows of up to 3 x 3 at stride 1 give the same
+"""kernels/small_planes.py: small NCX planes with 3 x 3 "same" windows at stride 1 give the same
 bits as the separable passes, on values chosen to expose any change of summation order (signed
 zeros, NaN, infinities, magnitudes far apart), and are chosen exactly where engine.small_planes
 says."""
@@ -14,7 +14,7 @@ from avgpool import engine, tuning
 from avgpool.api import _validated
 
 SHAPES = [(7, 7), (12, 12), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13)]
-KERNELS = [(3, 3), (2, 3), (3, 1), (1, 2), (2, 2), (1, 1)]
+KERNELS = [(3, 3), (3, 3), (3, 1), (1, 3), (1, 1), (2, 3)]  # (2, 3): the separable passes, both ways
 
 
 def _hard_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -70,7 +70,9 @@ def test_threads_split_small_planes_anywhere():
 @pytest.mark.parametrize(("shape", "attrs", "expected"), [
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
     ((1, 8, 12, 12), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER"), True),
-    ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), True),
+    ((1, 8, 9, 16), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), True),
+    ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), False),  # 2 taps: no middle tap
+    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[0, 0, 2, 2]), False),  # windows that start at their output
     ((1, 8, 13, 12), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 156 values: too big a plane
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3]), False),  # the output is smaller than the input
     ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), False),

@@ -38,6 +38,8 @@ class KernelTables:
     ``global_scale`` > 0 marks global pooling (one window per axis covering the whole input),
     which the kernel does as one plain sum per slab. ``windows_overlap``: some input value lies
     in more than one window along some axis (its slabs are grouped within the smaller budget).
+    ``plane_masks`` and ``plane_factors``: the tables of :mod:`.kernels.small_planes` where it
+    is used (:func:`small_plane_tables`), else empty.
     """
 
     axes: np.ndarray
@@ -50,6 +52,8 @@ class KernelTables:
     band_row_size: int  # intermediates per output of the first axis, pooling a slab in bands
     band_extra_size: int  # the prefix/suffix sums of one row of a later axis
     windows_overlap: bool
+    plane_masks: np.ndarray
+    plane_factors: np.ndarray
 
 
 def _interior(plan: AxisPlan) -> tuple[int, int]:
@@ -200,34 +204,64 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
             band_extra = max(band_extra, g.length * inner)
         rows.append([g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p), -1])
         splits.append(_block_splits(p, block))
+    scales = _reciprocal(np.concatenate([p.divisor for p in plans]))
+    plane_masks, plane_factors = np.empty(0, np.uint8), np.empty(0)
     if small_planes(plans, channels, blocks, global_window):
         for row, p in zip(rows, plans):
             row[-1] = p.geometry.pad_begin
+        plane_masks, plane_factors = small_plane_tables(plans, scales)
     return KernelTables(
         axes=np.asarray(rows, dtype=np.int64).reshape(len(plans), 9),
         firsts=np.concatenate([p.first for p in plans]).astype(np.int64),
         counts=np.concatenate([p.count for p in plans]).astype(np.int64),
         splits=np.concatenate(splits),
-        scales=_cache_aligned(_reciprocal(np.concatenate([p.divisor for p in plans]))),
+        scales=_cache_aligned(scales),
         scratch_size=scratch,
         global_scale=1.0 / math.prod(float(p.divisor[0]) for p in plans) if global_window else 0.0,
         band_row_size=band_row,
         band_extra_size=band_extra,
         windows_overlap=any(p.geometry.stride < p.geometry.extent for p in plans),
+        plane_masks=plane_masks,
+        plane_factors=plane_factors,
     )
 
 
 def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool) -> bool:
     """Whether the slabs are pooled by :mod:`.kernels.small_planes`: 2-D NCX planes of at most
-    Tuning.small_plane_values values, every axis with direct sums of at most 3 taps at stride 1, no
-    dilation, as many outputs as inputs, and windows that start at most 2 before their output.
-    (The bits are those of the separable passes: this only picks the faster loops.)"""
+    Tuning.small_plane_values values, every axis at stride 1 without dilation, as many outputs
+    as inputs, and windows of 3 taps centred on their output (pad_begin 1) or of 1 (so that only
+    a window's first and last tap can fall outside the plane). (The bits are those of the
+    separable passes: this only picks the faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
         return False
     if math.prod(p.geometry.length for p in plans) > tuning.current().small_plane_values:
         return False
-    return all(g.stride == 1 and g.dilation == 1 and g.kernel <= 3 and g.out == g.length and 0 <= g.pad_begin < g.kernel
-               for g in (p.geometry for p in plans))
+    return all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
+               and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans))
+
+
+def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The masks and factors of :mod:`.kernels.small_planes` for a block of planes (as many whole
+    planes as Tuning.small_plane_block_values holds, at least one): per position, whether the
+    window's first and last tap along each axis are valid taps (uint8, four rows of a block),
+    and each axis's divisor scale (float64, two rows). ``scales``: the tables' scales."""
+    height, width = (p.geometry.length for p in plans)
+    plane = height * width
+    planes = max(1, tuning.current().small_plane_block_values // plane)
+    masks, factors, offset = [], [], 0
+    for axis, p in enumerate(plans):
+        g = p.geometry
+        outputs = np.arange(g.out)
+        first_tap = outputs - g.pad_begin
+        last_tap = first_tap + g.kernel - 1
+        valid_first = (p.first == first_tap) & (p.count > 0)
+        valid_last = (p.first + p.count - 1 == last_tap) & (p.count > 0)
+        position = np.arange(plane) // width if axis == 0 else np.arange(plane) % width
+        masks += [valid_first[position], valid_last[position]]
+        factors.append(scales[offset:offset + g.out][position])
+        offset += g.out
+    return (np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
+            np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()))
 
 
 def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:
@@ -502,7 +536,8 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
-        args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale)
+        args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
+                t.plane_masks, t.plane_factors)
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
@@ -519,5 +554,5 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     group = min(group, block)
     band, scratch_size = band_and_scratch(t, group)
     args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
-            bool(dtype != np.float16), block)
+            t.plane_masks, t.plane_factors, bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)

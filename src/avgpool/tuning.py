@@ -73,6 +73,10 @@ class Tuning:
     #: 1x800x12x12 72 against 78; 14x14 alike, 16x16 slower. Re-measured by bench.py's node rows
     #: (1x1024x7x7, 1x576x14x14 3x3); tests/test_small_planes.py turns it off with 0.
     small_plane_values: int = 144
+    #: Values of the planes kernels/small_planes.py pools together (whole planes, at least one):
+    #: the block's masks and scales (18 bytes a value) and its float64 sums (8) stay in the L1
+    #: cache; 512 to 2048 measured alike (bench.py's 1x1024x7x7 node rows).
+    small_plane_block_values: int = 1024
 
     # --- float32's exact int64 running sums (engine.running_plan, running_boxes) ---
     #: From this many taps along some axis float32 windows are summed exactly in int64 running sums

@@ -652,8 +652,8 @@ def _most_held(axes, firsts, counts, ncx, dims, box, levels):
 
 @kernel(entry=True, **JIT)
 def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                     global_scale, passes, headroom, row_factors, int_size, box_outputs, exact_group,
-                     fallback):
+                     global_scale, plane_masks, plane_factors, passes, headroom, row_factors, int_size, box_outputs,
+                     exact_group, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``exact_group`` slabs exactly
     in int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
     (whose arguments come first), called at its native address ``fallback``: linked in, it
@@ -711,5 +711,6 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
                             row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
                 continue
             if not call_native(fallback, x, out, s, s + 1, (group, band, axes, firsts, counts, splits, scales,
-                                                            channels, scratch_size, global_scale)):
+                                                            channels, scratch_size, global_scale, plane_masks,
+                                                            plane_factors)):
                 raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")

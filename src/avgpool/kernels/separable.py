@@ -6,7 +6,7 @@ passes run in cache-sized scratch buffers, so memory is touched about once per c
 
 Each pass sums the valid taps either directly (:mod:`.direct`: cost ``k`` per output, best for
 small kernels and large strides) or from block partial sums (:mod:`.blocks`: cost flat in
-``k``); small planes with windows of up to 3 x 3 go by :mod:`.small_planes`.
+``k``); small planes with 3 x 3 "same" windows go by :mod:`.small_planes`.
 
 Inner loops index whole arrays at unsigned offsets (``U``): numba then drops its
 negative-index wraparound test and LLVM vectorises the loop (3 to 5 times faster here); and no
@@ -26,7 +26,7 @@ from .blocks import block_pass
 from .direct import direct_pass
 from .halfwidth import narrow, widen
 from .jit import COMPUTE, JIT, ONE, ZERO, U, kernel
-from .small_planes import block_planes, fill_tables, pool_small_planes
+from .small_planes import pool_small_planes
 
 #: Rows turned into columns at a time by :func:`_transposed_pass` (vectors of this many sums).
 TILE_ROWS = 16
@@ -190,13 +190,12 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
 
 @kernel(entry=True, **JIT)
 def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-               global_scale):
-    """Pool slabs ``start..stop`` (any thread: the GIL is released)."""
-    if axes[0, 8] >= 0:  # small planes, windows of up to 3 x 3 (engine.small_planes)
-        values = block_planes(axes) * axes[0, 0] * axes[1, 0]
-        masks, factors = np.empty(6 * values, np.uint8), np.empty(2 * values)
-        fill_tables(axes, firsts, counts, scales, masks, factors)
-        pool_small_planes(x, out, start, stop, axes, masks, factors, np.empty(values + 4))
+               global_scale, plane_masks, plane_factors):
+    """Pool slabs ``start..stop`` (any thread: the GIL is released). ``plane_masks`` and
+    ``plane_factors``: the tables of :mod:`.small_planes` (empty where it is not used)."""
+    if axes[0, 8] >= 0:  # small planes, 3 x 3 "same" windows (engine.small_planes)
+        pool_small_planes(x, out, start, stop, axes, plane_masks, plane_factors,
+                          np.empty(plane_factors.shape[0] // 2 + 2))
         return
     scratch = np.empty((2 * group + 3) * scratch_size)
     if global_scale > 0:
@@ -212,7 +211,7 @@ def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, s
 
 @kernel(entry=True, **JIT)
 def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels,
-                  scratch_size, global_scale, bfloat16, block_slabs):
+                  scratch_size, global_scale, plane_masks, plane_factors, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
     ``block_slabs`` slabs are widened to float32, pooled in float64 and rounded once back."""
     slab_in, slab_out = channels, channels
@@ -225,5 +224,5 @@ def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts
         n = min(block_slabs, stop - b)
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
         pool_slabs(wide_in, wide_out, 0, n, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                   global_scale)
+                   global_scale, plane_masks, plane_factors)
         narrow(wide_out[:n * slab_out], out_bits, b * slab_out, bfloat16)
