@@ -243,11 +243,13 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
         return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
     if geometry.global_path:
         n = geometry.image_size
+        parallel_from = tuning.current().qlinear_global_parallel_work
         if nxc:
             return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
-                            _pieces(size, batch), (), in_shape=shape, dtype=dtype)
+                            _pieces(size, batch, parallel_from), (), in_shape=shape, dtype=dtype)
         return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
-                        batch * channels, _pieces(size, batch * channels), (), in_shape=shape, dtype=dtype)
+                        batch * channels, _pieces(size, batch * channels, parallel_from), (), in_shape=shape,
+                        dtype=dtype)
     return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
 
 

@@ -108,10 +108,19 @@ class Tuning:
     tile_outputs: int = 1 << 16
 
     # --- QLinearAveragePool (qlinear_engine) ---
-    #: Below this many operations (input reads plus tap additions) a call runs on one thread
-    #: (helpers spinning: 1x56x56x128 2x2 s2 NHWC, ~1.2M operations, 60 -> 35 us threaded).
-    #: Re-measured by benchmarks/bench_qlinear.py; tests/test_qlinear.py forces it to 1.
-    qlinear_parallel_work: int = 1 << 19
+    #: Channels last, general path: below this many operations (input reads plus tap additions) a
+    #: call runs on one thread. A shared call costs ~2.5 us more than a serial one (threads.run_pieces
+    #: and the job board: 1x4x4x16 2x2 s2 0.58 us serial, 2.93 shared) and the kernel runs ~18
+    #: operations per ns (13 to 23), so sharing pays from ~150K (serial vs shared, fastest of 21
+    #: batches: 1x7x7x256 3x3 p1, 102K, 5.95 vs 6.34 us; 1x14x14x272 3x3 s2 p1, 158K, 8.88 vs 8.67;
+    #: 1x14x14x512 2x2 s2, 196K, 8.53 vs 7.62; 1x7x7x512 3x3 p1, 205K, 10.4 vs 9.1; 1x7x7x1024 3x3
+    #: p1, 410K, 24.0 vs 19.7; 1x28x28x256 2x2 s2, 392K, 16.7 vs 11.3). It was 512K, which left
+    #: bench_qlinear.py's inception_v2 node 7 (1x1024x7x7 3x3 p1 NHWC) serial at 1.37x torch.
+    #: Re-measured by bench_qlinear.py's NHWC node rows; tests/test_qlinear.py forces it to 1.
+    qlinear_parallel_work: int = 1 << 17
+    #: The integer global paths (a whole plane per output, int16/int32 sums: ~50 elements per ns)
+    #: below this many input elements (1x13x13x1000, 169K elements, ~4 us serial, stays serial).
+    qlinear_global_parallel_work: int = 1 << 19
     #: The same for the channels-first general path, whose operations cost more (a window's taps
     #: are a chain of dependent float32 additions in onnxruntime's order): there two threads
     #: already pay from ~70K operations (serial vs threaded, medians: 1x1024x6x6 7x7 pads
