@@ -200,13 +200,13 @@ def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
     x = da.ones((1, 1, 60, 60), chunks=(1, 1, 20, 20), dtype=np.float32)
     lazy = avgpool_dask.average_pool(x, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     graph = dict(lazy.__dask_graph__())
-    tile = graph[(lazy.name, 0, 0, 1, 1)][3]
+    tile = graph[(lazy.name, 0, 0, 1, 1)].args[2]
     t = avgpool_dask._float_tiling(*_float_args(x))
     assert tile.outputs == ((10, 20), (10, 20)) and tile.homes == ((20, 40), (20, 40))
     assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), None)]  # a small tile: put together
     monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
     assert avgpool_dask._parts(t, tile) == [(((11, 20), (11, 20)), (20, 20)), (((10, 11), (10, 20)), None),
                                             (((11, 20), (10, 11)), None)]
-    corner = graph[(lazy.name, 0, 0, 0, 0)][3]
+    corner = graph[(lazy.name, 0, 0, 0, 0)].args[2]
     assert avgpool_dask._parts(t, corner) == [(((0, 10), (0, 10)), (0, 0))]  # the padding is the array's
     assert lazy.compute().tobytes() == np.ones((1, 1, 30, 30), np.float32).tobytes()

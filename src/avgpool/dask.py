@@ -37,6 +37,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask._task_spec import List, Task, TaskRef
 from dask.array.core import concatenate3
 from dask.base import tokenize
 from dask.graph_manipulation import clone
@@ -167,10 +168,10 @@ def _exact_slabs(x: da.Array, layout: Layout, headroom: int) -> da.Array:
     groups: dict = {}
     for block in itertools.product(*(range(len(c)) for c in x.chunks)):
         key = (f"{name}-chunk", *block)
-        graph[key] = (tiles.slab_bit_range, (source.name, *block), layout)
-        groups.setdefault(block[:kept], []).append(key)
-    for group, keys in groups.items():
-        graph[(name, *group)] = (_exact_of, keys, headroom)
+        graph[key] = Task(key, tiles.slab_bit_range, TaskRef((source.name, *block)), layout)
+        groups.setdefault(block[:kept], []).append(TaskRef(key))
+    for group, refs in groups.items():
+        graph[(name, *group)] = Task((name, *group), _exact_of, List(*refs), headroom)
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=[source])
     return da.Array(hlg, name, x.chunks[:kept], meta=np.empty((0,) * kept, bool))
 
@@ -339,34 +340,37 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
                 per_axis.append([(block[axis], slice(0, size))])
         spans = [[(offsets[axis][j] + s.start, offsets[axis][j] + s.stop) for j, s in per_axis[axis]]
                  for axis in range(x.ndim)]
-        keys = {}
+        refs = {}
         for combo in itertools.product(*per_axis):
             source = (x.name, *(index for index, _ in combo))
             index = tuple(s for _, s in combo)
             whole = all(s.start == 0 and s.stop == x.chunks[axis][i] for axis, (i, s) in enumerate(combo))
             chunk = tuple(i for i, _ in combo)
             if whole:
-                keys[chunk] = source
-            else:
+                refs[chunk] = TaskRef(source)
+            else:  # its piece of the chunk's cut, taken inside the tile's task (no task of its own)
                 pieces = cuts.setdefault(source, [])
-                keys[chunk] = (operator.getitem, (cut_name, *chunk), len(pieces))
+                refs[chunk] = Task(None, operator.getitem, TaskRef((cut_name, *chunk)), len(pieces))
                 pieces.append(index)
-        nested = _nest(per_axis, keys)
-        extra_key = None
+        nested = _nest(per_axis, refs)
+        extra_ref = None
         if extra is not None:
-            extra_key = (extra.name, block[0], block[1]) if tiling.layout is Layout.NCX else (extra.name, block[0])
+            extra_ref = TaskRef((extra.name, block[0], block[1]) if tiling.layout is Layout.NCX
+                                else (extra.name, block[0]))
         tile = _Tile(outputs, tuple(map(tuple, spans)), tuple(homes))
-        graph[(name, *block)] = (_run_tile, get_tiling, call, tile, nested, extra_key)
+        key = (name, *block)
+        graph[key] = Task(key, _run_tile, get_tiling, call, tile, nested, extra_ref)
     for source, indices in cuts.items():
-        graph[(cut_name, *source[1:])] = (_cut, source, tuple(indices))
+        key = (cut_name, *source[1:])
+        graph[key] = Task(key, _cut, TaskRef(source), tuple(indices))
     dependencies = [x] if extra is None else [x, extra]
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=dependencies)
     return da.Array(hlg, name, tuple(chunks), meta=np.empty((0,) * x.ndim, x.dtype))
 
 
-def _nest(per_axis: list, keys: dict, prefix: tuple = ()) -> Any:
-    """The pieces' keys as nested lists, one level per axis (dask's concatenate3 layout)."""
+def _nest(per_axis: list, refs: dict, prefix: tuple = ()) -> Any:
+    """The pieces' references as nested lists, one level per axis (dask's concatenate3 layout)."""
     level = len(prefix)
     if level == len(per_axis):
-        return keys[prefix]
-    return [_nest(per_axis, keys, prefix + (index,)) for index, _ in per_axis[level]]
+        return refs[prefix]
+    return List(*(_nest(per_axis, refs, prefix + (index,)) for index, _ in per_axis[level]))
