@@ -221,7 +221,8 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
     windows summed together (stride 1: one run of lanes; stride > 1: several windows per call),
     clipped windows, ceil_mode overhangs, negative SAME pads (k < s), 1 to 3 spatial axes, and
     outputs cut into many pieces across threads (a row shared by two pieces: the ring holds part
-    of a row). Bit-exact with onnxruntime from either source."""
+    of a row), ring pixels padded apart (512 and 1024 channels). Bit-exact with onnxruntime from
+    either source."""
     sources = {"dequant_reuse": 0 if dequant else 10**9, "dequant_row": 0}
     rng = np.random.default_rng(31 + dequant)
     cases = [  # kernel, strides, pads or auto_pad, spatial, channels
@@ -232,6 +233,8 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
         ([4, 4], [3, 1], [1, 3, 2, 0], [10, 8], 1), ([1, 2], [2, 5], "SAME_UPPER", [5, 9], 7),
         ([3], [1], [1, 2], [20], 9), ([2, 2, 3], [1, 2, 1], [1, 0, 1, 0, 1, 2], [4, 5, 6], 6),
         ([2, 1, 2], [2, 1, 3], None, [5, 3, 7], 2),
+        # 512 and 1024 channels: the ring's pixels are padded apart (4 KiB aliasing), windows summed one by one
+        ([3, 3], [1, 1], [1, 1, 1, 1], [4, 5], 512), ([2, 3], [2, 1], [0, 1, 1, 0], [5, 4], 1024),
     ]
     try:
         for many_pieces in (False, True):

@@ -222,44 +222,45 @@ def _add4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp):
 
 
 @kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
-def _out4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp, of, q, d, ys, yzp, qmin, qmax):
-    """``of[q:q + npos * n]``: :func:`_add4`'s sums, quantized (divided by ``d``: in the same loop
-    as the additions the divisions cost next to nothing, so power-of-two divisors take no other
-    path here)."""
+def _out4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp, of, q, ostep, d, ys, yzp, qmin, qmax):
+    """``of[q + w * ostep:][:n]`` for each window ``w``: :func:`_add4`'s sums, quantized (divided by
+    ``d``: in the same loop as the additions the divisions cost next to nothing, so power-of-two
+    divisors take no other path here)."""
     p0, p1, p2, p3 = _U(taps[g]), _U(taps[g + 1]), _U(taps[g + 2]), _U(taps[g + 3])
     s0, s1, s2, s3 = scales[g], scales[g + 1], scales[g + 2], scales[g + 3]
     for w in range(npos):
         a = w * n
         b = w * step
+        c = q + w * ostep
         if fresh:
             for i in range(n):
                 s = ((tap(src[p0 + b + i], s0, fzp) + tap(src[p1 + b + i], s1, fzp)) + tap(src[p2 + b + i], s2, fzp)) \
                     + tap(src[p3 + b + i], s3, fzp)
-                of[q + a + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+                of[c + i] = _quantize(s, d, ys, yzp, qmin, qmax)
         else:
             for i in range(n):
                 s = (((acc[a + i] + tap(src[p0 + b + i], s0, fzp)) + tap(src[p1 + b + i], s1, fzp))
                      + tap(src[p2 + b + i], s2, fzp)) + tap(src[p3 + b + i], s3, fzp)
-                of[q + a + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+                of[c + i] = _quantize(s, d, ys, yzp, qmin, qmax)
 
 
 @kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
-def _out9(npos, n, step, src, taps, g, of, q, d, ys, yzp, qmin, qmax):
+def _out9(npos, n, step, src, taps, g, of, q, ostep, d, ys, yzp, qmin, qmax):
     """:func:`_out4` for the 9 taps g..g+8 of a window without earlier taps, already dequantized
     (``t0 + t1`` is ``-0.0 + t0 + t1``: one addition and one load fewer per output)."""
     p0, p1, p2, p3, p4 = _U(taps[g]), _U(taps[g + 1]), _U(taps[g + 2]), _U(taps[g + 3]), _U(taps[g + 4])
     p5, p6, p7, p8 = _U(taps[g + 5]), _U(taps[g + 6]), _U(taps[g + 7]), _U(taps[g + 8])
     for w in range(npos):
-        a = w * n
+        c = q + w * ostep
         b = w * step
         for i in range(n):
             s = (((src[p0 + b + i] + src[p1 + b + i]) + src[p2 + b + i]) + src[p3 + b + i]) + src[p4 + b + i]
             s = (((s + src[p5 + b + i]) + src[p6 + b + i]) + src[p7 + b + i]) + src[p8 + b + i]
-            of[q + a + i] = _quantize(s, d, ys, yzp, qmin, qmax)
+            of[c + i] = _quantize(s, d, ys, yzp, qmin, qmax)
 
 
 @kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
-def _window_x(k, npos, n, step, src, taps, scales, acc, of, q, d, pad_tap, xs, fzp, ys, yzp, qmin, qmax):
+def _window_x(k, npos, n, step, src, taps, scales, acc, of, q, ostep, d, pad_tap, xs, fzp, ys, yzp, qmin, qmax):
     """Windows whose ``k`` taps are values of x, dequantized where they are read: 4 at a time into
     ``acc``, the last 1 to 4 (padded with taps of scale 0) quantized into ``of``."""
     g = 0
@@ -270,20 +271,20 @@ def _window_x(k, npos, n, step, src, taps, scales, acc, of, q, d, pad_tap, xs, f
     for j in range(k, g + 4):
         taps[j] = padding
         scales[j] = 0
-    _out4(acc, g == 0, npos, n, step, src, taps, scales, g, _tap, fzp, of, q, d, ys, yzp, qmin, qmax)
+    _out4(acc, g == 0, npos, n, step, src, taps, scales, g, _tap, fzp, of, q, ostep, d, ys, yzp, qmin, qmax)
     for j in range(k, g + 4):
         scales[j] = xs
 
 
 @kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
-def _window_ring(k, npos, n, step, src, taps, scales, acc, of, q, d, pad_tap, xs, fzp, ys, yzp, qmin, qmax):
+def _window_ring(k, npos, n, step, src, taps, scales, acc, of, q, ostep, d, pad_tap, xs, fzp, ys, yzp, qmin, qmax):
     """Windows whose ``k`` taps are in the ring of dequantized rows: up to 9 (3x3) in one loop
     that also quantizes; more, 4 at a time into ``acc`` and the last 1 to 4 quantized. Padding
     taps read the row of zeros at ``pad_tap``."""
     if k > 4 and k <= 9:
         for j in range(k, 9):
             taps[j] = pad_tap
-        _out9(npos, n, step, src, taps, 0, of, q, d, ys, yzp, qmin, qmax)
+        _out9(npos, n, step, src, taps, 0, of, q, ostep, d, ys, yzp, qmin, qmax)
         return
     g = 0
     while k - g > 4:
@@ -291,29 +292,29 @@ def _window_ring(k, npos, n, step, src, taps, scales, acc, of, q, d, pad_tap, xs
         g += 4
     for j in range(k, g + 4):
         taps[j] = pad_tap
-    _out4(acc, g == 0, npos, n, step, src, taps, scales, g, _same, fzp, of, q, d, ys, yzp, qmin, qmax)
+    _out4(acc, g == 0, npos, n, step, src, taps, scales, g, _same, fzp, of, q, ostep, d, ys, yzp, qmin, qmax)
 
 
 @kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
-def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, tab, first, count, div, taps, scales,
-              rel, acc, of, xs, fzp, ys, yzp, qmin, qmax):
+def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, px, tab, first, count, div, taps,
+              scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax):
     """Outputs ``o0 <= o < o1`` of one output row, whose window rows start at offsets
-    ``base[:nrows]`` of ``src`` (``q0``, ``d0``: where the row starts in ``of`` and in ``div``),
-    summed by ``window`` (:func:`_window_x` or :func:`_window_ring`; ``pad_tap``: the ring's row
-    of zeros, or 0)."""
+    ``base[:nrows]`` of ``src``, its pixels ``px`` values apart (``q0``, ``d0``: where the row starts
+    in ``of`` and in ``div``), summed by ``window`` (:func:`_window_x` or :func:`_window_ring`;
+    ``pad_tap``: the ring's row of zeros, or 0)."""
     full_lo, full_hi, kernel, stride, pad, chunk = tab[FULL_LO], tab[FULL_HI], tab[KERNEL], tab[STRIDE], \
         tab[PAD], tab[CHUNK]
     inner = 0  # the taps of an inner window at column 0, relative (may be negative)
     for t in range(nrows):
         for j in range(kernel):
-            rel[inner] = base[t] + (j - pad) * channels
+            rel[inner] = base[t] + (j - pad) * px
             inner += 1
     scales[:] = xs
     o = o0
     while o < o1:
         if full_lo <= o < full_hi:
             end = min(o1, full_hi, o + chunk)
-            shift = o * stride * channels
+            shift = o * stride * px
             for i in range(inner):
                 taps[i] = rel[i] + shift
             k = inner
@@ -322,13 +323,14 @@ def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, tab, 
             k = 0
             for t in range(nrows):
                 for w in range(first[o], first[o] + count[o]):
-                    taps[k] = base[t] + w * channels
+                    taps[k] = base[t] + w * px
                     k += 1
-        # stride 1: the windows' lanes are contiguous, one window of (end - o) * C lanes; otherwise
-        # end - o windows of C lanes, stride * C apart in the source, in one call
-        npos = _U(1 if stride == 1 else end - o)
-        n = _U((end - o) * channels) if stride == 1 else _U(channels)
-        window(k, npos, n, _U(stride * channels), src, taps, scales, acc, of, _U((q0 + o) * channels),
+        # stride 1 over pixels of C values: the windows' lanes are contiguous, one window of (end - o) * C
+        # lanes; otherwise end - o windows of C lanes, stride * px apart in the source, in one call
+        whole = stride == 1 and px == channels
+        npos = _U(1 if whole else end - o)
+        n = _U((end - o) * channels) if whole else _U(channels)
+        window(k, npos, n, _U(stride * px), src, taps, scales, acc, of, _U((q0 + o) * channels), _U(channels),
                div[d0 + o], pad_tap, xs, fzp, ys, yzp, qmin, qmax)
         o = end
 
@@ -347,9 +349,22 @@ def pool_nxc(x, out, lo, hi, tab):
     wc = width * channels
     ntaps = max(tab[MOST_TAPS], most_rows * tab[KERNEL]) + 9  # room for padding taps
     dequant = tab[DEQUANT] != 0
-    zeros = most_rows * wc  # where the ring's row of zeros starts (as long as the padding taps step)
+    # ring rows are ``ring_row`` floats apart, not wc: where wc * 4 bytes is a multiple of 4 KiB (7x1024 or
+    # 28x256 channels), every tap of a 3x3 window sat at the same address modulo 4096, and loads that
+    # alias so cost 1.5 times more (9 float32 rows summed, isolated loop: 7.6 ns per 16 lanes 4 KiB
+    # apart, 5.0 at 4 KiB + 192 bytes); inception_v2 node 7 (1x7x7x1024 3x3 p1 NHWC) in bench_qlinear.py
+    # The same between the pixels of a ring row where pixels 2 apart fall 4 KiB apart (C = 512, 1024): a
+    # window's taps in a row are then summed window by window, not in one run of lanes.
+    ring_px = channels
+    while dequant and ((ring_px * 8) % 4096 < 192 or (ring_px * 8) % 4096 > 4096 - 192):
+        ring_px += 16
+    ring_row = width * ring_px
+    while (ring_row * 4) % 4096 < 192 or (ring_row * 4) % 4096 > 4096 - 192:
+        ring_row += 16
+    zeros = most_rows * ring_row  # where the ring's row of zeros starts (as long as the padding taps step)
     ints = np.empty(2 * ntaps + 5 * most_rows, np.int64)  # two allocations per call, not nine
-    reals = np.empty(ntaps + lanes + (zeros + lanes * max(1, tab[STRIDE]) if dequant else 0), np.float32)
+    reals = np.empty(ntaps + lanes + (zeros + tab[CHUNK] * ring_px * max(1, tab[STRIDE]) if dequant else 0),
+                     np.float32)
     taps = ints[:ntaps]  # a window's taps: offsets into the source
     rel = ints[ntaps:2 * ntaps]
     base = ints[2 * ntaps:2 * ntaps + most_rows]
@@ -381,7 +396,7 @@ def pool_nxc(x, out, lo, hi, tab):
                 base[t] = -1
                 for s in range(most_rows):
                     if tags[3 * s] == row and tags[3 * s + 1] <= c0 and tags[3 * s + 2] >= c1:
-                        base[t] = s * wc
+                        base[t] = s * ring_row
                         used[s] = 1
                         break
             for t in range(nrows):  # the others, into slots no window row of this output row uses
@@ -392,17 +407,24 @@ def pool_nxc(x, out, lo, hi, tab):
                     used[s] = 1
                     row = n * rows_in + rows[t]
                     tags[3 * s], tags[3 * s + 1], tags[3 * s + 2] = row, c0, c1
-                    dst = _U(s * wc + c0 * channels)
-                    at = _U(row * wc + c0 * channels)
-                    for i in range(_U(max(0, c1 - c0) * channels)):
-                        ring[dst + i] = _tap(xf[at + i], xs, fzp)
-                    base[t] = s * wc
-            _pool_row(ring, _window_ring, zeros, base, nrows, o0, o1, nr * ow, r * ow, channels, tab, first, count,
-                      div, taps, scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax)
+                    if ring_px == channels:
+                        dst = _U(s * ring_row + c0 * channels)
+                        at = _U(row * wc + c0 * channels)
+                        for i in range(_U(max(0, c1 - c0) * channels)):
+                            ring[dst + i] = _tap(xf[at + i], xs, fzp)
+                    else:
+                        for col in range(c0, c1):
+                            dst = _U(s * ring_row + col * ring_px)
+                            at = _U(row * wc + col * channels)
+                            for i in range(_U(channels)):
+                                ring[dst + i] = _tap(xf[at + i], xs, fzp)
+                    base[t] = s * ring_row
+            _pool_row(ring, _window_ring, zeros, base, nrows, o0, o1, nr * ow, r * ow, channels, ring_px, tab, first,
+                      count, div, taps, scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax)
         else:
             for t in range(nrows):
                 base[t] = (n * rows_in + rows[t]) * wc
-            _pool_row(xf, _window_x, 0, base, nrows, o0, o1, nr * ow, r * ow, channels, tab,
+            _pool_row(xf, _window_x, 0, base, nrows, o0, o1, nr * ow, r * ow, channels, channels, tab,
                       first, count, div, taps, scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax)
         item += o1 - o0
 
