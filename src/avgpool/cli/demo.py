@@ -14,15 +14,12 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    import argparse
+    from .flags import add_command
 
-    commands.add_parser("demo", help="compute the worked examples of the ONNX spec and compare with the published "
-                                     "outputs",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description="Compute every worked example of the ONNX AveragePool pages and show input, "
-                                    "attributes, avgpool's output and the published output side by side; then "
-                                    "explain one case of semantics.md section 7.",
-                        epilog="example:\n  avgpool demo")
+    add_command(commands, "demo", "compute the worked examples of the ONNX spec and compare with the published outputs",
+                "Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
+                "output and the published output side by side; then explain one case of semantics.md section 7.",
+                ["avgpool demo"])
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from io import BytesIO
 from typing import TYPE_CHECKING
 
-from .flags import add_attribute_flags, dialect_label, ints, output_shape, settings_from_args, spatial
+from .flags import add_attribute_flags, add_command, dialect_label, ints, output_shape, settings_from_args, spatial
 from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
@@ -15,23 +15,18 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    import argparse
-
     from ..dialect_registry import DIALECTS
 
-    explain = commands.add_parser(
-        "explain", help="every window, its taps and divisor; where the dialects differ",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="For an input shape and attributes: the output shape, the resolved pads and, per axis, every "
-                    "window (first tap, how many taps fall in the input, in the padding, past the padding) with "
-                    "its divisor; then what ONNX, OpenVINO, oneDNN, PyTorch and QLinearAveragePool give for the "
-                    "same configuration.",
-        epilog="examples:\n"
-               "  avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode\n"
-               "  avgpool explain 1x1x4 -k 3 -s 2 -p 1,1 --ceil-mode --count-include-pad --svg windows.svg\n"
-               "  avgpool explain 1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER\n"
-               "  avgpool explain 1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil "
-               "--exclude-pad false --dialect openvino")
+    explain = add_command(
+        commands, "explain", "every window, its taps and divisor; where the dialects differ",
+        "For an input shape and attributes: the output shape, the resolved pads and, per axis, every window (first "
+        "tap, how many taps fall in the input, in the padding, past the padding) with its divisor; then what ONNX, "
+        "OpenVINO, oneDNN, PyTorch and QLinearAveragePool give for the same configuration.",
+        ["avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode",
+         "avgpool explain 1x1x4 -k 3 -s 2 -p 1,1 --ceil-mode --count-include-pad --svg windows.svg",
+         "avgpool explain 1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER",
+         "avgpool explain 1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil --exclude-pad false "
+         "--dialect openvino"])
     explain.add_argument("input_shape", type=ints, help="input shape, e.g. 1x1x4 or 1,3,32,32")
     add_attribute_flags(explain, list(DIALECTS), quantized=False)
     out = explain.add_argument_group("output")

@@ -76,6 +76,17 @@ def auto_pad_mode(text: str) -> str:
     return normalise_auto_pad(text)
 
 
+def add_command(commands: argparse._SubParsersAction, name: str, summary: str, description: str,
+                examples: Sequence[str], footer: str = "") -> argparse.ArgumentParser:
+    """A command's parser: its one-line ``summary`` (in ``avgpool --help``), its ``description``,
+    and its ``examples`` (and ``footer``) after the flags, each kept on its own line."""
+    import argparse
+
+    epilog = ("examples:\n" if len(examples) > 1 else "example:\n") + "\n".join(f"  {line}" for line in examples)
+    return commands.add_parser(name, help=summary, description=description, epilog=epilog + footer,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str], *, quantized: bool = True) -> None:
     from ..dialect_registry import ROUNDINGS
 

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from .flags import UsageError, refuse_overwriting
+from .flags import UsageError, add_command, refuse_overwriting
 from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
@@ -20,20 +20,15 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    import argparse
-
-    run = commands.add_parser(
-        "run", help="run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, "
-                    "GlobalAveragePool and com.microsoft QLinearAveragePool (bound to the model's opset). "
-                    "Inputs come from .npy/.npz files or are generated (shapes from the model, symbolic "
-                    "dimensions set to 1); outputs go to NAME.npy files in --output-dir. --check runs the "
-                    "model in onnxruntime too and prints the max abs / rel differences (exit 1 beyond tolerance).",
-        epilog="examples:\n"
-               "  avgpool run model.onnx\n"
-               "  avgpool run model.onnx --input data_0=x.npy --output-dir out\n"
-               "  avgpool run model.onnx --generate ramp --check --rtol 1e-3")
+    run = add_command(
+        commands, "run", "run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops",
+        "Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, GlobalAveragePool and "
+        "com.microsoft QLinearAveragePool (bound to the model's opset). Inputs come from .npy/.npz files or are "
+        "generated (shapes from the model, symbolic dimensions set to 1); outputs go to NAME.npy files in "
+        "--output-dir. --check runs the model in onnxruntime too and prints the max abs / rel differences (exit 1 "
+        "beyond tolerance).",
+        ["avgpool run model.onnx", "avgpool run model.onnx --input data_0=x.npy --output-dir out",
+         "avgpool run model.onnx --generate ramp --check --rtol 1e-3"])
     run.add_argument("model", help="the .onnx file")
     run.add_argument("--input", "-i", action="append", metavar="NAME=PATH", help="an input from .npy/.npz (repeatable)")
     run.add_argument("--generate", choices=["random", "ramp"], default="random",

@@ -10,21 +10,17 @@ if TYPE_CHECKING:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    import argparse
-
     from ..first_calls import KINDS
+    from .flags import add_command
 
-    warmup = commands.add_parser(
-        "warmup", help="load or compile the kernels ahead of the first call (container images, CI)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Make each kind of first call once, so that later processes start warm: where the package "
-                    "ships precompiled kernels for this CPU this only loads them; elsewhere it compiles them "
-                    "(up to a minute per dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).",
-        epilog="examples:\n"
-               "  avgpool warmup\n"
-               "  avgpool warmup float32 qlinear-uint8\n"
-               "  NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile\n"
-               f"kinds: {', '.join(KINDS)}")
+    warmup = add_command(
+        commands, "warmup", "load or compile the kernels ahead of the first call (container images, CI)",
+        "Make each kind of first call once, so that later processes start warm: where the package ships "
+        "precompiled kernels for this CPU this only loads them; elsewhere it compiles them (up to a minute per "
+        "dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).",
+        ["avgpool warmup", "avgpool warmup float32 qlinear-uint8",
+         "NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile"],
+        f"\nkinds: {', '.join(KINDS)}")
     warmup.add_argument("kinds", nargs="*", metavar="KIND", help="kinds to warm up (default: all)")
 
 
