@@ -521,6 +521,15 @@ def test_the_last_call_is_repeated_only_with_unchanged_arguments(runner):
     kernel[:] = [2, 2]
     pads[2:] = [1, 1]
     compare(runner, x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
+    assert qlinear._LAST is not None and qlinear._LAST[0] is kernel
+    kernel[1] = 2.0  # equal to the item remembered, edited in place since: refused
+    with pytest.raises(AvgPoolError, match="`kernel_shape` must be an integer"):
+        ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
+    kernel[1] = 2
+    strides.append(1)  # longer: refused
+    with pytest.raises(AvgPoolError, match="strides"):
+        ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
+    strides.pop()
     x_scale = np.array([0.5], F32)  # an array scalar: mutable, never repeated by identity
     a = ours(x, x_scale, 1, 0.25, 2, dict(kernel_shape=kernel))
     x_scale[0] = 0.25

@@ -118,6 +118,17 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                 x = np.ascontiguousarray(x)
             if out is None:
                 return _run(prepared, x, kernel_args)
+            # qlinear_engine.run_into's common case inlined (a serial kernel, a plain C-contiguous
+            # out apart from x): the call and its unpacking cost ~0.15 us of a ~1 us overhead
+            call, n_items, pieces, x_view, out_view, out_shape, x_how, out_how, _, _ = prepared.plan
+            if (pieces == 1 and call is not None and type(out) is np.ndarray and out.base is None
+                    and x.base is None and out is not x and out.shape == out_shape and out.dtype is dtype):
+                flags = out.flags
+                if flags.writeable and flags.c_contiguous:
+                    call(x if x_how == 0 else x.ravel() if x_how == 1 else x.reshape(x_view),
+                         out if out_how == 0 else out.ravel() if out_how == 1 else out.reshape(out_view), 0, n_items,
+                         kernel_args[0])
+                    return out
             try:
                 return _run_into(prepared, x, kernel_args, out)
             except AvgPoolError as err:  # all about out=: named as the first call's errors are
@@ -184,20 +195,26 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
     if all(isinstance(value, _IMMUTABLE) for value in scalars):
         check = _items_check(len(kernel_shape), -1 if strides is None else len(strides), -1 if pads is None else len(pads))
+        copies = [list(value) if type(value) is list else value for value in (kernel_shape, strides, pads)
+                  if value is not None]
         _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
-                 check(*kernel_shape, *(strides or ()), *(pads or ())), prepared, kernel_args)
+                 check(*copies, *kernel_shape, *(strides or ()), *(pads or ())), prepared, kernel_args)
 
 
 @functools.cache
 def _items_check(*lengths: int) -> Callable[..., Callable[[Any, Any, Any], bool]]:
     """For sequences of these lengths (-1: None), a factory of the test that ``kernel_shape``,
-    ``strides`` and ``pads`` (each already the very object remembered) still have the length and
-    the very items they had, unrolled: ``all(map(operator.is_, ...))`` on three lists cost ~0.6 us
-    of a ~2 us repeated call (bench_qlinear.py's function column on the tiny and global rows)."""
+    ``strides`` and ``pads`` (each already the very object remembered) still hold the very items
+    they held, unrolled: ``all(map(operator.is_, ...))`` on three lists cost ~0.6 us of a ~2 us
+    repeated call (bench_qlinear.py's function column on the tiny and global rows). A list is
+    first compared with a copy of itself as it was (``==``: its length, in C, cheaper than
+    ``len``), then its items by identity (``True == 1`` and ``2.0 == 2``, but they validate
+    differently)."""
     names = [[f"{axis}{i}" for i in range(n)] for axis, n in zip("ksp", lengths)]
-    tests = [f"len({axis}) == {len(items)}" + "".join(f" and {axis}[{i}] is {name}" for i, name in enumerate(items))
+    tests = [f"{axis} == {axis}_" + "".join(f" and {axis}[{i}] is {name}" for i, name in enumerate(items))
              for axis, n, items in zip("ksp", lengths, names) if n >= 0]
-    params = ", ".join(name for items in names for name in items)
+    params = ", ".join([f"{axis}_" for axis, n in zip("ksp", lengths) if n >= 0]
+                       + [name for items in names for name in items])
     source = (f"def factory({params}):\n"
               f"    def check(k, s, p):\n"
               f"        return {' and '.join(tests)}\n"
