@@ -89,6 +89,9 @@ class _Crew:
         self.board = np.zeros(crew.BOARD_WORDS, np.int64)
         self.lock = threading.Lock()  # held by the one caller using the board
         self.pools: dict[int, tuple] = {}  # pool id -> (kernel address, x_like, out_like, args)
+        # pool id -> lead's compiled entry point for that pool's argument types, called without
+        # numba's dispatcher (which types all ~20 arguments on every call)
+        self.leads: dict[int, Any] = {}
         self.ids: dict[tuple, int] = {}  # (kernel, id(args), shapes, dtypes) -> pool id
         self.held = 0  # bytes of the arrays in the registered pools' arguments
         self.next_id = itertools.count(1)
@@ -134,6 +137,7 @@ class _Crew:
         """Forget every registered pool (helpers serving one go back to sleep after their spin)."""
         self.pools.clear()
         self.ids.clear()
+        self.leads.clear()
         self.held = 0
 
     def ensure_helpers(self, count: int) -> None:
@@ -148,23 +152,42 @@ class _Crew:
         failed, and the caller should run the job itself."""
         if not self.lock.acquire(blocking=False):
             return False
-        if x.flags.writeable:
-            # the kernels only read x: typed read-only always, the compiled wait loop and the
-            # kernel's address are the same for a writable input and a read-only one (a memory
-            # map, avgpool pool's input), and the shipped precompiled ones serve both
-            x = x.view()
-            x.flags.writeable = False
         try:
             pool, address = self.pool(kernel, x, out, args)
             if self.sleeping:
                 with self.cond:
                     self.cond.notify_all()
-            return bool(self.compiled.lead(address, self.board, pool, x, out, items,
-                                           min(pieces, self.compiled.MAX_PIECES), *args))
+            pieces = min(pieces, self.compiled.MAX_PIECES)
+            lead = self.leads.get(pool)
+            if lead is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+                # the entry point lead was compiled to for this pool's types (x read-only: the
+                # same machine code for a writable x)
+                return bool(lead(address, self.board, pool, x, out, items, pieces, args))
+            if x.flags.writeable:
+                # the kernels only read x: typed read-only always, the compiled wait loop and the
+                # kernel's address are the same for a writable input and a read-only one (a memory
+                # map, avgpool pool's input), and the shipped precompiled ones serve both
+                x = x.view()
+                x.flags.writeable = False
+            done = bool(self.compiled.lead(address, self.board, pool, x, out, items, pieces, *args))
+            self._remember_lead(pool, address, x, out, items, pieces, args)
+            return done
         finally:
             if self.held > _MAX_POOL_BYTES:  # a pool too large to keep: its job is finished
                 self.forget()
             self.lock.release()
+
+    def _remember_lead(self, pool: int, address: int, x: np.ndarray, out: np.ndarray, items: int, pieces: int,
+                       args: tuple) -> None:
+        """Keep the entry point of the overload of lead that the dispatcher has just used for
+        ``pool`` (its key: the types of the arguments, the star arguments as one tuple)."""
+        from numba import typeof
+
+        if pool in self.pools and x.flags.c_contiguous and out.flags.c_contiguous:
+            key = tuple(typeof(v) for v in (address, self.board, pool, x, out, items, pieces, args))
+            overload = self.compiled.lead.overloads.get(key)
+            if overload is not None:
+                self.leads[pool] = overload.entry_point
 
     def _serve(self, index: int) -> None:
         # a helper that cannot be pinned (one CPU allowed, no affinity calls) never asks to move
