@@ -163,12 +163,23 @@ def test_openvino_where_it_is_some_onnx_pooling(tmp_path, x):
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...], expected, strict=True)
 
 
-def test_openvino_with_empty_windows_is_refused(tmp_path, x, capsys):
-    # rounding_type ceil: the last window starts in the end padding and holds no input value, which
-    # OpenVINO writes as a signed zero after the engine (avgpool.empty_windows): not on the chunked path
-    fails(capsys, ["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "--dialect", "openvino", "-k", "2,2", "-s",
-                   "3,3", "--pads-end", "1,1", "--rounding-type", "ceil"], "--dialect openvino", "no input value")
-    assert listing(tmp_path) == ["x.zarr"]
+@pytest.mark.parametrize("chunks", ["1,1,1,1", "1,2,3,2", "2,3,11,10"])
+@pytest.mark.parametrize("stride", [4, 5])
+def test_openvino_empty_windows_as_its_function_writes_them(tmp_path, x, chunks, stride):
+    import avgpool.openvino
+
+    # rounding_type ceil: windows that start past the input's end hold no input value, which OpenVINO
+    # divides by a negative count (-0.0, and +0.0 where both axes are negative; stride 4) or by 0
+    # (NaN; stride 5): written chunk by chunk after the engine, as avgpool.empty_windows writes a
+    # whole output
+    expected = avgpool.openvino.avg_pool(x, [1, 1], strides=[stride, stride], exclude_pad=True, rounding_type="ceil")
+    assert np.signbit(expected[expected == 0]).any() if stride == 4 else np.isnan(expected).any()
+    assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "--dialect", "openvino", "-k", "1,1", "-s",
+                f"{stride},{stride}", "--exclude-pad", "true", "--rounding-type", "ceil", "--chunks", chunks,
+                "-q"]) == (0, "")
+    got = zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...]
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()  # bit for bit: the signs of the zeros, the NaNs
 
 
 def test_onednn_channels_last(tmp_path, x):

@@ -92,8 +92,6 @@ def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtyp
 
     from ..dialect_registry import DIALECTS, _load
     from ..errors import AvgPoolError, error_context
-    from ..plan import make_plan
-    from ..shape import spatial_shape_of
 
     if name == "openvino":
         from ..dialects import openvino as dialect
@@ -109,12 +107,48 @@ def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtyp
         if np.dtype(dtype) not in dialect.DTYPES:
             raise AvgPoolError(f"the input has dtype {dtype}: it must be {dialect.DTYPES_TEXT}")
         spec = DIALECTS[name].input_spec(s, tuple(shape))
-    if name == "openvino" and any(not p.count.all() for p in make_plan(spec, spatial_shape_of(shape, s.layout))):
-        # OpenVINO's empty windows are oneDNN's signed zeros, written after the engine
-        # (avgpool.empty_windows), which the chunked path does not do
-        raise UsageError("--dialect openvino with these attributes has windows with no input value, which only "
-                         "OpenVINO's whole-array function writes as it does: pool a .npy file instead")
     return spec, s.layout
+
+
+def _onednn_empty_windows(y: Any, spec: Any, input_shape: tuple[int, ...]) -> Any:
+    """``y`` (the lazy NCX output of ``spec``) with OpenVINO's empty windows written as its CPU
+    kernels compute them, chunk by chunk: what :func:`avgpool.empty_windows.apply_onednn_empty_windows`
+    does to a whole output (the same per-axis divisor factors, cut to each chunk)."""
+    import functools
+
+    import numpy as np
+
+    from ..empty_windows import _kernel_factor
+    from ..plan import make_plan
+    from ..spec import Divisor
+
+    plans = make_plan(spec, tuple(input_shape[2:]))
+    any_pad = any(p.geometry.pad_begin or p.geometry.pad_end for p in plans)
+    if spec.divisor is Divisor.FULL_KERNEL or (spec.divisor is Divisor.FULL_KERNEL_IF_PADDED and any_pad):
+        return y  # a full-kernel divisor gives 0 / k = +0, as the engine does
+    factors = []
+    for p in plans:
+        g = p.geometry
+        starts = np.arange(g.out, dtype=np.int64) * g.stride - g.pad_begin
+        factors.append(_kernel_factor(starts, g.kernel, g.dilation, g.length))
+    if not any((f < 0).any() for f in factors):
+        return y  # the usual case: no window starts past the end by a whole dilation step
+
+    def write(block: np.ndarray, block_info: Any = None) -> np.ndarray:
+        where = block_info[0]["array-location"][2:]
+        cut = [f[a:b] for f, (a, b) in zip(factors, where)]
+        grids = np.meshgrid(*cut, indexing="ij", sparse=True)
+        nonzero = functools.reduce(np.logical_and, [g != 0 for g in grids])
+        negatives = functools.reduce(np.add, [(g < 0).astype(np.int64) for g in grids])
+        signed = nonzero & (negatives > 0)
+        if not signed.any():
+            return block
+        block = block.copy()
+        zeros = np.where(negatives % 2 == 1, -0.0, 0.0)
+        block[..., signed] = np.broadcast_to(zeros, signed.shape)[signed].astype(block.dtype)
+        return block
+
+    return y.map_blocks(write, dtype=y.dtype, meta=np.empty((0,) * y.ndim, y.dtype))
 
 
 def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:
@@ -133,7 +167,10 @@ def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: An
     if args.dialect == "onnx":
         return avgpool_dask.average_pool(x, **onnx_attributes(s), opset=s.opset, layout=s.layout.value)
     spec, layout = _dialect_spec(args.dialect, s, x.shape, x.dtype)
-    return avgpool_dask.pool_spec(x, spec, layout)
+    y = avgpool_dask.pool_spec(x, spec, layout)
+    if args.dialect == "openvino":  # its empty windows: oneDNN's signed zeros, written after the engine
+        y = _onednn_empty_windows(y, spec, x.shape)
+    return y
 
 
 def _regular(y: Any) -> Any:
