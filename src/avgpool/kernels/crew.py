@@ -93,14 +93,17 @@ def _swap(typingctx, board, index, expected, value):
     return types.boolean(board, index, types.int64, types.int64), codegen
 
 
+def _call_c(builder, name, returns):
+    """Call the C function (or LLVM intrinsic) ``name``, which takes no argument."""
+    return builder.call(cgutils.get_or_insert_function(builder.module, ir.FunctionType(returns, []), name), [])
+
+
 @intrinsic
 def _pause(typingctx):
     """x86 ``pause``: a spin-wait hint that frees the core's resources between reads."""
     def codegen(context, builder, signature, args):
         if _X86:
-            pause = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
-                                                   "llvm.x86.sse2.pause")
-            builder.call(pause, [])
+            _call_c(builder, "llvm.x86.sse2.pause", ir.VoidType())
         return context.get_dummy_value()
     return types.none(), codegen
 
@@ -112,9 +115,7 @@ def _yield_core(typingctx):
     the OS preempts the spinner (milliseconds)."""
     def codegen(context, builder, signature, args):
         if _POSIX:
-            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []),
-                                                      "sched_yield")
-            builder.call(function, [])
+            _call_c(builder, "sched_yield", ir.IntType(32))
         return context.get_dummy_value()
     return types.none(), codegen
 
@@ -125,9 +126,7 @@ def _current_cpu(typingctx):
     where it is not known."""
     def codegen(context, builder, signature, args):
         if _LINUX:
-            function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []),
-                                                      "sched_getcpu")
-            return builder.sext(builder.call(function, []), ir.IntType(64))
+            return builder.sext(_call_c(builder, "sched_getcpu", ir.IntType(32)), ir.IntType(64))
         return ir.Constant(ir.IntType(64), -1)
     return types.int64(), codegen
 
