@@ -190,6 +190,29 @@ def test_global_path_random(runner, dtype, channels_last):
                 int(rng.integers(info.min, info.max + 1)), attrs)
 
 
+@pytest.mark.parametrize("threaded", [False, True])
+def test_one_short_output_row_per_plane(runner, threaded):
+    """Channels first, one output row of at most 8 outputs per plane (a window over most of a
+    small plane with a pad, 1-D lines): planes are summed 16 at a time (kernels.qlinear_kernels
+    ._planes_at_once), group edges between planes and between thread pieces; power-of-two and
+    other divisors."""
+    rng = np.random.default_rng(41)
+    cases = [([7, 7], None, [0, 0, 1, 1], [6, 6], 0), ([3, 3], [3, 3], [1, 1, 0, 0], [3, 4], 1),
+             ([2, 2], [2, 2], [0, 0, 1, 1], [1, 3], 0), ([4], [3], [1, 2], [9], 0), ([2], [2], [0, 1], [15], 1),
+             ([2, 2, 2], [2, 2, 2], [0, 0, 0, 1, 1, 1], [1, 2, 3], 0)]
+    with tuning.tuned(**({"qlinear_ncx_parallel_work": 1} if threaded else {})):
+        qlinear.forget()
+        for kernel, strides, pads, spatial, cip in cases:
+            attrs = {"kernel_shape": kernel, "pads": pads, "count_include_pad": cip}
+            if strides:
+                attrs["strides"] = strides
+            for dtype in (np.uint8, np.int8):
+                for c in (1, 16, 37):
+                    x = random_x(rng, dtype, spatial, 0, n=2, c=c)
+                    compare(runner, x, *random_scalars(rng, dtype), attrs)
+    qlinear.forget()
+
+
 @pytest.mark.parametrize("channels_last", [0, 1])
 def test_larger_inputs_threaded(runner, channels_last):
     """Inputs big enough for several chunks (on numba threads), general and global paths."""
