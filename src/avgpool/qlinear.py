@@ -194,7 +194,8 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     global _LAST
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
     if all(isinstance(value, _IMMUTABLE) for value in scalars):
-        check = _items_check(len(kernel_shape), -1 if strides is None else len(strides), -1 if pads is None else len(pads))
+        check = _items_check(len(kernel_shape), -1 if strides is None else len(strides),
+                             -1 if pads is None else len(pads))
         copies = [list(value) if type(value) is list else value for value in (kernel_shape, strides, pads)
                   if value is not None]
         _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,

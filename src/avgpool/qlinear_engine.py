@@ -88,7 +88,8 @@ class Prepared:
         object.__setattr__(self, "kernel", kernel)
         x_how = 1 if len(self.x_view) == 1 else 2 if self.x_view != self.in_shape else 0  # as it is, ravel, reshape
         out_how = 0 if self.out_view == self.out_shape else 1 if len(self.out_view) == 1 else 2  # ... reshape after
-        call = None if kernel is None or self.dtype is None else _entry(kernel, self.dtype, self.x_view, self.out_view)
+        call = kernel if kernel is None or self.dtype is None else _entry(kernel, self.dtype, self.x_view,
+                                                                           self.out_view)
         object.__setattr__(self, "plan", (call, self.items, self.pieces, self.x_view, self.out_view, self.out_shape,
                                           x_how, out_how, kernel, self.dtype))
 
@@ -267,7 +268,8 @@ def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: dialect.Geo
     return _general(shape, dtype, out_shape, geometry, plans)
 
 
-def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: dialect.Geometry, plans: tuple) -> Prepared:
+def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: dialect.Geometry,
+             plans: tuple) -> Prepared:
     nxc = geometry.layout is Layout.NXC
     spatial = shape[1:-1] if nxc else shape[2:]
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
