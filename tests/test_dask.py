@@ -210,3 +210,27 @@ def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
     corner = graph[(lazy.name, 0, 0, 0, 0)].args[2]
     assert avgpool_dask._parts(t, corner) == [(((0, 10), (0, 10)), (0, 0))]  # the padding is the array's
     assert lazy.compute().tobytes() == np.ones((1, 1, 30, 30), np.float32).tobytes()
+
+
+@pytest.mark.parametrize(("dtype", "kernel", "stride", "reads"),
+                         [(np.float32, 3, 2, 1), (np.float64, 7, 1, 1), (np.float32, 7, 2, 1), (np.float32, 7, 1, 2)])
+def test_each_input_chunk_is_read_once(dtype, kernel, stride, reads):
+    # a tile's halo comes from its neighbours' chunks as read for their own tiles (thin pieces cut
+    # from them), never from a second reading; float32 windows summed by the exact running sums
+    # (kernels of 5 and more, stride 1 here) read the input once more for the exact check of the
+    # whole slab (a reduction to two numbers per slab)
+    counts: dict = {}
+
+    def source(block, block_info=None):
+        where = tuple(map(tuple, block_info[0]["array-location"]))
+        counts[where] = counts.get(where, 0) + 1
+        return block
+
+    x = da.from_array(np.random.default_rng(4).random((1, 2, 48, 40)).astype(dtype), chunks=(1, 1, 16, 16))
+    lazy = avgpool_dask.average_pool(x.map_blocks(source, dtype=dtype), [kernel, kernel], strides=[stride, stride],
+                                     pads=[kernel // 2] * 4)
+    graph = dict(lazy.__dask_graph__())
+    assert all(not isinstance(task, tuple) for task in graph.values())  # dask's task API, no legacy tuples
+    assert same_bits(lazy.compute(), avgpool.average_pool(x.compute(), [kernel, kernel], strides=[stride, stride],
+                                                          pads=[kernel // 2] * 4))
+    assert len(counts) == 2 * 3 * 3 and set(counts.values()) == {reads}

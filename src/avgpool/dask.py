@@ -13,8 +13,9 @@ graph is built, and nothing is computed until asked.
 >>> bool((lazy.compute() == avgpool.average_pool(x, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])).all())
 True
 
-The graph (:func:`_pooled`) has one task per output tile and, before it, one cheap task per
-piece of an input chunk that a tile reads (its halo included): output chunks follow the input
+The graph (:func:`_pooled`, in dask's task API) has one task per output tile and, before it,
+one cheap task per input chunk that its neighbours' tiles read from, which cuts their thin halo
+pieces out of it (each input chunk is read once): output chunks follow the input
 chunks along the pooled axes (each output goes with the input chunk that holds its window's
 centre) and equal them along N and C; no axis is rechunked whole, nothing is padded. Each tile
 is computed by :mod:`avgpool.tiles` exactly as the whole array would be, so the result does not
