@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import api, onednn, openvino
+from avgpool import api, memo, onednn, openvino
 
 
 def _fresh(function, *args, **kwargs):
-    """The result of a call validated from scratch (the memo emptied first)."""
-    for memo in (api._CALLS, openvino._CALLS, onednn._CALLS):
-        memo.clear()
+    """The result of a call validated from scratch (every memo and last call forgotten first)."""
+    memo.clear_all()
     return function(*args, **kwargs)
 
 
@@ -123,3 +122,27 @@ def test_a_prepared_pool_fed_thousands_of_shapes_stays_small(tmp_path):
     assert report["shapes"] <= 512
     # its own budget, the engine caches' budget, and change; 4000 shapes' tables take ~480 MB
     assert report["held"] < 2 * engine.CACHE_BYTES + 16 * 2**20, report
+
+
+def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same_values():
+    # a model runner passes a node's own attribute lists on every call: the same objects, which
+    # the function then checks by identity (and a list by a copy of itself) instead of a key
+    x = np.random.default_rng(1).standard_normal((1, 2, 7, 9)).astype(np.float32)
+    kernel, pads = [3, 3], [1, 1, 1, 1]
+    first = avgpool.average_pool(x, kernel, pads=pads)
+    assert api._LAST is not None and api._LAST[0] is kernel
+    np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
+    kernel[1] = 2  # changed in place: not the call remembered
+    np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads),
+                                  _fresh(avgpool.average_pool, x, [3, 2], pads=[1, 1, 1, 1]))
+    kernel[1] = 3.0  # equal to 3, but a float kernel size is refused
+    with pytest.raises(avgpool.AvgPoolError, match="kernel_shape"):
+        avgpool.average_pool(x, kernel, pads=pads)
+    kernel[1] = 3
+    for other in (x.astype(np.float64), x[:, :, :, :8], np.asfortranarray(x), x.astype(">f4")):
+        np.testing.assert_array_equal(avgpool.average_pool(other, kernel, pads=pads),
+                                      _fresh(avgpool.average_pool, other, [3, 3], pads=[1, 1, 1, 1]))
+    out = np.empty((1, 2, 7, 8), np.float32)
+    avgpool.average_pool(x, kernel, pads=pads)
+    with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-22: `out` has shape"):
+        avgpool.average_pool(x, kernel, pads=pads, out=out)

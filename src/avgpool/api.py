@@ -12,7 +12,7 @@ from . import engine
 from .dialects import onnx as onnx_dialect
 from .errors import AvgPoolError, error_context
 from .inputs import as_input_array, as_input_shape
-from .memo import Memo, Unhashable, ints
+from .memo import Memo, Unhashable, call_prepared, ints, on_clear, same_items
 from .shape import infer_output_shape
 
 
@@ -40,9 +40,19 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
+    last = _LAST
+    if last is not None:
+        # the call before, again with the very same argument objects: no key to build (~0.4 us).
+        # One unpacking, then tests of locals: indexing the tuple per test costs more
+        ks, st, pd, dl, ap, cm, cip, op, lo, shape, dtype, same, prepared, label = last
+        if (kernel_shape is ks and strides is st and pads is pd and dilations is dl and auto_pad is ap
+                and ceil_mode is cm and count_include_pad is cip and opset is op and layout is lo
+                and type(x) is np.ndarray and x.shape == shape and x.dtype is dtype
+                and same(kernel_shape, strides, pads, dilations)):
+            return call_prepared(prepared, label, x, out)
     # memo.call_key spelled out, None tested before calling ints, the entry read from the dict
     # itself and the prepared pool called here: this is the call whose overhead counts
-    # (benchmarks/bench.py, "function" column: 1.0 -> 0.6 us more than the prepared pool)
+    # (benchmarks/bench.py, "function" column)
     try:
         key = (x.shape, x.dtype, ints(kernel_shape), None if strides is None else ints(strides),
                None if pads is None else ints(pads), None if dilations is None else ints(dilations), type(auto_pad),
@@ -53,6 +63,11 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
     found = _FIND(key)
     if found is not None:  # validated before: the prepared pool
         prepared, label = found[0]
+        global _REPEATED
+        if _REPEATED is prepared:  # twice in a row through the key: worth remembering as the last call
+            _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
+                      prepared, label)
+        _REPEATED = prepared
         try:
             return prepared(x, out)
         except AvgPoolError as err:  # only `out` can be wrong here
@@ -67,12 +82,37 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
         if key is not None and array is x:
             _CALLS.put(key, (prepared, label))
+            _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
+                      prepared, label)
         return prepared(array, out)
 
 
 #: Calls of :func:`average_pool` validated before: their key -> (prepared pool, operator label).
 _CALLS = Memo(512, engine.held_bytes, engine.CACHE_BYTES, engine.CACHE_ENTRY_BYTES)
 _FIND = _CALLS.find
+#: The call remembered last, by the identity of its argument objects (a model runner passes a
+#: node's own attribute lists each time), with its prepared pool: the same call again skips
+#: building the key. Set when a remembered call comes twice in a row through the key (or is
+#: validated), so that calls alternating between shapes do not pay for setting it each time.
+_LAST: tuple | None = None
+_REPEATED: object = None  # the prepared pool of the last call found through the key
+_IMMUTABLE = (int, float, bool, str, type(None), np.generic)
+
+
+def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilations: Any, *rest: Any) -> None:
+    """Keep a remembered call as _LAST, if its scalar arguments are immutable (its sequences are
+    lists or tuples of ints, or None: it has a key)."""
+    global _LAST
+    *scalars, prepared, label = rest
+    if all(isinstance(value, _IMMUTABLE) for value in scalars):
+        sequences = (kernel_shape, strides, pads, dilations)
+        _LAST = (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label)
+
+
+@on_clear
+def _forget_last() -> None:
+    global _LAST, _REPEATED
+    _LAST = _REPEATED = None
 
 
 class AveragePool:
