@@ -79,6 +79,7 @@ def test_threads_split_small_planes_anywhere():
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], dilations=[2, 2]), False),
     ((1, 8, 7, 7), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2]), False),
     ((1, 8, 7), dict(kernel_shape=[3], pads=[1, 1]), False),  # 1-D
+    ((1, 8, 0, 7), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), False),  # empty planes
 ])
 def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None)

@@ -234,7 +234,7 @@ def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, 
     separable passes: this only picks the faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
         return False
-    if math.prod(p.geometry.length for p in plans) > tuning.current().small_plane_values:
+    if not 0 < math.prod(p.geometry.length for p in plans) <= tuning.current().small_plane_values:
         return False
     return all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
                and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans))
