@@ -245,10 +245,13 @@ class KernelCache(caching._Cache):
 
 
 def cache_location() -> str | None:
-    """The folder compiled kernels are saved to in this process, or None if none is writable."""
-    from . import separable
-
-    return separable.pool_slabs._cache._writable()
+    """The folder compiled kernels are saved to in this process, or None if none is writable:
+    every kernel module sits in this folder, so numba's locators give them all the one this
+    function's own file gets (a precompiling build writes its entry kernels to BUILD_ENV)."""
+    build = os.environ.get(BUILD_ENV)
+    if build:
+        return os.path.join(build, config.CPU_NAME or "host")
+    return _writable_cache_path(cache_location, inspect.getfile(cache_location))
 
 
 class _CompileLog(event.Listener):
