@@ -25,10 +25,11 @@ _PARAMS_CACHE = 256
 #: a ~2.7 us tiny call). Kept only when every scalar is immutable, and a list only with its items,
 #: compared by identity too (:func:`_items_check`), so that a list edited in place is noticed.
 #: (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode,
-#: count_include_pad, channels_last, x.shape, x.dtype, items check, Prepared, kernel arguments)
+#: count_include_pad, channels_last, x.shape, x.dtype, items check, Prepared.plan, Prepared, kernel arguments)
 _LAST: tuple | None = None
 _IMMUTABLE = (int, float, bool, str, type(None), np.generic)
 _run, _run_into = qlinear_engine.run, qlinear_engine.run_into
+_ndarray = np.ndarray
 
 
 def _freeze(value: Any) -> Any:
@@ -109,10 +110,10 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     last = _LAST
     if last is not None:
         # one unpacking, then tests of locals: indexing the tuple per test cost ~0.2 us
-        ks, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, prepared, kernel_args = last
+        ks, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, plan, prepared, kernel_args = last
         if (kernel_shape is ks and strides is st and pads is pd and x_scale is xs and x_zero_point is xz
                 and y_scale is ys and y_zero_point is yz and auto_pad is ap and ceil_mode is cm
-                and count_include_pad is cip and channels_last is cl and type(x) is np.ndarray and x.shape == shape
+                and count_include_pad is cip and channels_last is cl and type(x) is _ndarray and x.shape == shape
                 and x.dtype is dtype and items(kernel_shape, strides, pads)):
             if not x.flags.c_contiguous:
                 x = np.ascontiguousarray(x)
@@ -120,8 +121,8 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                 return _run(prepared, x, kernel_args)
             # qlinear_engine.run_into's common case inlined (a serial kernel, a plain C-contiguous
             # out apart from x): the call and its unpacking cost ~0.15 us of a ~1 us overhead
-            call, n_items, pieces, x_view, out_view, out_shape, x_how, out_how, _, _ = prepared.plan
-            if (pieces == 1 and call is not None and type(out) is np.ndarray and out.base is None
+            call, n_items, pieces, x_view, out_view, out_shape, x_how, out_how, _, _ = plan
+            if (pieces == 1 and call is not None and type(out) is _ndarray and out.base is None
                     and x.base is None and out is not x and out.shape == out_shape and out.dtype is dtype):
                 flags = out.flags
                 if flags.writeable and flags.c_contiguous:
@@ -199,7 +200,7 @@ def _remember(x: np.ndarray, *args: Any) -> None:
         copies = [list(value) if type(value) is list else value for value in (kernel_shape, strides, pads)
                   if value is not None]
         _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
-                 check(*copies, *kernel_shape, *(strides or ()), *(pads or ())), prepared, kernel_args)
+                 check(*copies, *kernel_shape, *(strides or ()), *(pads or ())), prepared.plan, prepared, kernel_args)
 
 
 @functools.cache
