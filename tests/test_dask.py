@@ -165,7 +165,7 @@ def test_local_cluster_two_processes_same_bits():
     x[0, 1, 30, 20] = np.nan
     whole = avgpool.average_pool(x, [5, 5], strides=[2, 1], pads=[2, 2, 2, 2], count_include_pad=1)
     with dask.config.set(scheduler=None), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                                                   dashboard_address=None) as cluster, \
+                                                                   dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 2, 16, 20)), [5, 5], strides=[2, 1],
                                          pads=[2, 2, 2, 2], count_include_pad=1)
