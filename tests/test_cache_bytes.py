@@ -1,4 +1,4 @@
-"""The process-wide caches of window tables and prepared pools (engine.kernel_tables,
+"""The process-wide caches of window tables and prepared pools (tables.kernel_tables,
 engine.prepare, and the helper threads' registered pools) are bounded by bytes as well as by
 count: once a result is freed (and the AveragePool that made it), what they keep is small, even
 for a long 1-D line whose tables take 18 times its output. Repeated calls on one shape still hit.
@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 
 import avgpool
-from avgpool import engine
+from avgpool import caches, engine
 
 MIB = 1 << 20
 
@@ -25,7 +25,7 @@ _SCRIPT = textwrap.dedent("""
     import gc, json, os, time, tracemalloc
     import numpy as np
     import avgpool
-    from avgpool import engine
+    from avgpool import engine, tables
 
     def rss():
         with open("/proc/self/statm") as f:
@@ -64,7 +64,7 @@ _SCRIPT = textwrap.dedent("""
     gc.collect()
     report["150 shapes"] = [tracemalloc.get_traced_memory()[0] - traced, 0, True]
     report["cache bytes"] = [getattr(cache, "held_bytes", lambda: -1)()
-                             for cache in (engine.kernel_tables, engine.prepare)]
+                             for cache in (tables.kernel_tables, engine.prepare)]
 
     # repeated calls on one shape hit the caches (fresh pools, so that each consults them)
     x = np.ones((1, 3, 32, 32), np.float32)
@@ -84,12 +84,12 @@ def test_caches_keep_little_once_the_result_is_freed():
     # before the bounds (MiB still allocated): 576, 72, 640 and 413; since, under 1 and the byte
     # budget of the caches for the 150 shapes
     for case, bound in (("serial 1-D", 16 * MIB), ("threaded 1-D", 16 * MIB), ("exact 1-D", 16 * MIB),
-                        ("150 shapes", engine.CACHE_BYTES + 16 * MIB)):
+                        ("150 shapes", caches.CACHE_BYTES + 16 * MIB)):
         traced, resident, correct = report[case]
         assert correct, case
         assert traced < bound, f"{case}: {traced / MIB:.0f} MiB still allocated after the result was freed"
         assert resident < 64 * MIB, f"{case}: RSS grew by {resident / MIB:.0f} MiB"  # 80-650 before
-    assert all(held <= engine.CACHE_BYTES for held in report["cache bytes"]), report["cache bytes"]
+    assert all(held <= caches.CACHE_BYTES for held in report["cache bytes"]), report["cache bytes"]
     assert report["hits, misses"] == [4, 1], report["hits, misses"]
 
 
@@ -100,7 +100,7 @@ def test_bounded_cache_drops_the_least_recently_used_by_count_and_bytes():
         made.append(n)
         return (np.zeros(n, np.uint8), n)
 
-    cache = engine.BoundedCache(tables, entries=3, total_bytes=100, entry_bytes=60)
+    cache = caches.BoundedCache(tables, entries=3, total_bytes=100, entry_bytes=60)
     assert cache(10) is cache(10) and made == [10]  # a hit returns the same value
     cache(20), cache(30)
     cache(10)  # now the most recently used
@@ -123,5 +123,5 @@ def test_held_bytes_counts_a_prepared_pool_s_tables():
     avgpool.AveragePool([3], strides=[1])(x)
     prepared = next(value for value, _ in engine.prepare._values.values()
                     if value.out_shape == (1, 1, 99_998))
-    assert 48 * 99_998 <= engine.held_bytes(prepared) <= 80 * 100_000
-    assert engine.held_bytes(avgpool) == 0
+    assert 48 * 99_998 <= caches.held_bytes(prepared) <= 80 * 100_000
+    assert caches.held_bytes(avgpool) == 0

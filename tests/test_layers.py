@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "avgpool"
 
 KERNELS = ("avgpool.kernels",)
 CORE = tuple(f"avgpool.{name}" for name in ("spec", "shape", "plan", "engine", "qlinear_engine", "threads", "memo",
-                                             "tiles", "tables", "workers", "tuning", "quantized"))
+                                             "caches", "pools", "tiles", "tables", "workers", "tuning", "quantized"))
 DIALECTS = tuple(f"avgpool.{name}" for name in ("api", "onnx", "openvino", "onednn", "qlinear", "dialects",
                                                  "dialect_registry"))
 CLI = ("avgpool.cli",)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import api, memo, onednn, openvino
+from avgpool import api, caches, memo, onednn, openvino
 
 
 def _fresh(function, *args, **kwargs):
@@ -74,13 +74,12 @@ def test_the_memo_is_bounded():
 def test_the_memo_holds_no_large_tables():
     """A remembered call keeps its prepared pool, window tables included: a long 1-D line's tables
     (48 bytes per output) are not kept beyond the engine's byte budget."""
-    from avgpool import engine
 
     x = np.ones((1, 1, 1 << 20), np.float32)
     before = len(api._CALLS)
     avgpool.average_pool(x, [2], strides=[1])  # ~1M outputs: ~48 MiB of tables
     assert len(api._CALLS) == before
-    assert api._CALLS._bytes <= engine.CACHE_BYTES
+    assert api._CALLS._bytes <= caches.CACHE_BYTES
 
 
 def test_a_prepared_pool_keeps_a_bounded_number_of_shapes():
@@ -103,7 +102,6 @@ def test_a_prepared_pool_fed_thousands_of_shapes_stays_small(tmp_path):
     import sys
     import textwrap
 
-    from avgpool import engine
 
     script = textwrap.dedent("""
         import gc, json, tracemalloc
@@ -121,7 +119,7 @@ def test_a_prepared_pool_fed_thousands_of_shapes_stays_small(tmp_path):
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["shapes"] <= 512
     # its own budget, the engine caches' budget, and change; 4000 shapes' tables take ~480 MB
-    assert report["held"] < 2 * engine.CACHE_BYTES + 16 * 2**20, report
+    assert report["held"] < 2 * caches.CACHE_BYTES + 16 * 2**20, report
 
 
 def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same_values():

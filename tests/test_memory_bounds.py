@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import engine
+from avgpool import engine, tables
 from avgpool.dialects import onnx as onnx_dialect
 from avgpool.kernels import running
 from avgpool.reference import reference_pool
@@ -182,7 +182,7 @@ def test_a_huge_kernel_with_few_outputs_answers_on_the_exact_path(ndim, include_
     got = avgpool.average_pool(x, kernel, pads=pads, count_include_pad=include_pad)
     spec = onnx_dialect.make_spec(22, shape, kernel, pads=pads, count_include_pad=include_pad)
     assert engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
-    plan = engine.running_plan(spec, shape[2:], 1, Layout.NCX, engine.kernel_tables(spec, shape[2:], 1))
+    plan = tables.running_plan(spec, shape[2:], 1, Layout.NCX, tables.kernel_tables(spec, shape[2:], 1))
     assert plan.passes[0, 6] == 1 and plan.passes[0, 5] == 2 * 10 + 1  # clipped: a line of the input
     assert running.fixed_point_exponent(x.view(np.uint32).ravel(), 0, x.size, plan.headroom) != running.NOT_EXACT
     # the float64 path scales each axis's sums, which leaves a residue of 2**-52 of the values

@@ -12,7 +12,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import avgpool
-from avgpool import engine, tuning
+from avgpool import engine, tables, tuning
 from avgpool.reference import reference_pool
 
 OPSETS = [1, 7, 10, 11, 19, 22]
@@ -228,11 +228,11 @@ def test_large_kernel_configurations_do_take_the_block_path():
 
     k = max(tuning.DEFAULT.block_sums_min_kernel, tuning.DEFAULT.contiguous_block_sums_min_kernel)
     spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [k, k], pads=[k // 2] * 4)
-    assert (engine.kernel_tables(spec, (40, 40), 1).axes[:, 5] == k).all()
+    assert (tables.kernel_tables(spec, (40, 40), 1).axes[:, 5] == k).all()
     rows_only = tuning.DEFAULT.block_sums_min_kernel
     if rows_only < tuning.DEFAULT.contiguous_block_sums_min_kernel:  # between the crossovers: rows only
         spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [rows_only] * 2, pads=[rows_only // 2] * 4)
-        assert engine.kernel_tables(spec, (40, 40), 1).axes[:, 5].tolist() == [rows_only, 0]
+        assert tables.kernel_tables(spec, (40, 40), 1).axes[:, 5].tolist() == [rows_only, 0]
     x = np.random.default_rng(1).standard_normal((1, 2, 40, 40))
     x[0, 0, 5, 5], x[0, 1, 30, 2] = np.inf, np.nan
     got = avgpool.average_pool(x, [k, k], pads=[k // 2] * 4)

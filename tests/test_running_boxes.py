@@ -1,6 +1,6 @@
 """The exact float32 path sweeps a slab whose running sums would take more than
 tuning's exact_held_bytes in boxes of its later axes' outputs (NXC: and of its channels), each
-reading the input its windows cover (engine.running_boxes, kernels/running.py). The boxes sum
+reading the input its windows cover (tables.running_boxes, kernels/running.py). The boxes sum
 the same integers, so every output has the same bits as in one sweep, whatever the boxes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_tiles import float_case, float_tiling, pool_float_in_tiles, same_bits
 
 import avgpool
-from avgpool import engine, tuning
+from avgpool import tables, tuning
 from avgpool.dialects import onnx as onnx_dialect
 from avgpool.spec import Layout
 
@@ -81,15 +81,15 @@ def test_boxes_cut_along_several_axes_give_the_one_sweep_bits(shape, kernel, pad
             assert same_bits(avgpool.average_pool(x, kernel, **attrs), whole)
 
 
-def _plan_of(x: np.ndarray, kernel: list[int], attrs: dict) -> engine.RunningPlan:
+def _plan_of(x: np.ndarray, kernel: list[int], attrs: dict) -> tables.RunningPlan:
     ncx = attrs["layout"] == "NCX"
     spatial = x.shape[2:] if ncx else x.shape[1:-1]
     channels = 1 if ncx else x.shape[-1]
     spec = onnx_dialect.make_spec(22, x.shape if ncx else (x.shape[0], channels, *spatial), kernel,
                                   pads=attrs["pads"], strides=attrs["strides"], ceil_mode=attrs["ceil_mode"],
                                   count_include_pad=attrs["count_include_pad"])
-    return engine.running_plan(spec, spatial, channels, Layout[attrs["layout"]],
-                               engine.kernel_tables(spec, spatial, channels))
+    return tables.running_plan(spec, spatial, channels, Layout[attrs["layout"]],
+                               tables.kernel_tables(spec, spatial, channels))
 
 
 def test_tiles_in_boxes_give_the_whole_bits():
@@ -110,14 +110,14 @@ def test_tiles_in_boxes_give_the_whole_bits():
     assert checked > 40
 
 
-def _plan(shape: tuple[int, ...], kernel: list[int], layout: str) -> tuple[engine.RunningPlan, list[int]]:
+def _plan(shape: tuple[int, ...], kernel: list[int], layout: str) -> tuple[tables.RunningPlan, list[int]]:
     ncx = layout == "NCX"
     spatial = shape[2:] if ncx else shape[1:-1]
     channels = 1 if ncx else shape[-1]
     spec = onnx_dialect.make_spec(22, shape if ncx else (shape[0], shape[-1], *spatial), kernel,
                                   pads=[k // 2 for k in kernel] * 2)
-    plan = engine.running_plan(spec, spatial, channels, Layout[layout], engine.kernel_tables(spec, spatial, channels))
-    return plan, [g.out for g in engine.resolve(spec, spatial)] + [channels]
+    plan = tables.running_plan(spec, spatial, channels, Layout[layout], tables.kernel_tables(spec, spatial, channels))
+    return plan, [g.out for g in tables.resolve(spec, spatial)] + [channels]
 
 
 def test_boxes_are_cut_only_where_the_rows_are_big():

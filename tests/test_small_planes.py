@@ -1,6 +1,6 @@
 """kernels/small_planes.py: small NCX planes with 3 x 3 "same" windows at stride 1 give the same
 bits as the separable passes, on values chosen to expose any change of summation order (signed
-zeros, NaN, infinities, magnitudes far apart), and are chosen exactly where engine.small_planes
+zeros, NaN, infinities, magnitudes far apart), and are chosen exactly where tables.small_planes
 says."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import engine, tuning
+from avgpool import tables, tuning
 from avgpool.api import _validated
 
 SHAPES = [(7, 7), (12, 12), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13)]
@@ -84,5 +84,5 @@ def test_threads_split_small_planes_anywhere():
 def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None)
     _, spec, _ = _validated(np.zeros(shape, np.float32), 22, opset=22, layout="NCX", **{**defaults, **attrs})
-    tables = engine.kernel_tables(spec, shape[2:], 1)
-    assert bool((tables.axes[:, 8] >= 0).all()) is expected
+    found = tables.kernel_tables(spec, shape[2:], 1)
+    assert bool((found.axes[:, 8] >= 0).all()) is expected

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from avgpool import tables
 from avgpool.kernels.running import _line_window_sums
 from avgpool.kernels.vector_scan import LANES
 
@@ -56,13 +57,12 @@ def test_exact_scratch_starts_its_chosen_element_on_a_cache_line(size, first):
 
 
 def test_scale_tables_start_on_a_cache_line():
-    from avgpool import engine
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.plan import make_plan
 
     shape = (1, 3, 37, 29)
     spec = onnx_dialect.make_spec(22, shape, [5, 3], pads=[2, 1, 2, 1])
-    tables = engine.kernel_tables(spec, shape[2:], 1)
-    assert tables.scales.ctypes.data % 64 == 0  # the exact kernel reads NCX's last-axis scales from here
+    found = tables.kernel_tables(spec, shape[2:], 1)
+    assert found.scales.ctypes.data % 64 == 0  # the exact kernel reads NCX's last-axis scales from here
     divisors = np.concatenate([p.divisor for p in make_plan(spec, shape[2:])])
-    assert np.array_equal(tables.scales, 1.0 / divisors)  # the aligned copy holds the same values
+    assert np.array_equal(found.scales, 1.0 / divisors)  # the aligned copy holds the same values

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine
+from . import caches, engine
 from .dialects import onnx as onnx_dialect
 from .errors import AvgPoolError, error_context
 from .inputs import as_input_array, as_input_shape
@@ -88,7 +88,7 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
 
 
 #: Calls of :func:`average_pool` validated before: their key -> (prepared pool, operator label).
-_CALLS = Memo(512, engine.held_bytes, engine.CACHE_BYTES, engine.CACHE_ENTRY_BYTES)
+_CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 _FIND = _CALLS.find
 #: The call remembered last, by the identity of its argument objects (a model runner passes a
 #: node's own attribute lists each time), with its prepared pool: the same call again skips
@@ -137,7 +137,7 @@ class AveragePool:
         # per (shape, dtype), bounded by count and bytes like the function's memo, so that a pool
         # fed thousands of shapes keeps only the latest; but the latest is always kept, however
         # large its tables (its caller holds the pool to call it again)
-        self._prepared = Memo(512, engine.held_bytes, engine.CACHE_BYTES, entry_bytes=sys.maxsize)
+        self._prepared = Memo(512, caches.held_bytes, caches.CACHE_BYTES, entry_bytes=sys.maxsize)
 
     def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
         if type(x) is np.ndarray:

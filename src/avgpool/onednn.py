@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine
+from . import caches, engine
 from .dialects import onednn as onednn_dialect
 from .errors import error_context
 from .inputs import as_input_array, as_input_shape
@@ -54,7 +54,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int], pads_begi
 
 
 #: Calls of :func:`avg_pool` validated before: key -> prepared pool.
-_CALLS = Memo(512, engine.held_bytes, engine.CACHE_BYTES, engine.CACHE_ENTRY_BYTES)
+_CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 
 
 def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, strides: Sequence[int],

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine
+from . import caches, engine
 from .dialects import openvino as openvino_dialect
 from .empty_windows import apply_onednn_empty_windows
 from .errors import error_context
@@ -67,7 +67,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
 
 
 #: Calls of :func:`avg_pool` validated before: key -> (prepared pool, operator label, spec).
-_CALLS = Memo(512, engine.held_bytes, engine.CACHE_BYTES, engine.CACHE_ENTRY_BYTES)
+_CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 
 
 def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, exclude_pad: bool,

@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from . import engine, qlinear_engine, tuning
+from . import pools, qlinear_engine, tuning
 from .dialects import qlinear as qlinear_dialect
 from .inputs import out_target
 from .plan import AxisPlan, any_pad, axis_plan
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
+from .tables import block_sizes, headroom, is_global, running_plan_for, tables_from_plans, uses_running
 
 Ranges = tuple[tuple[int, int], ...]
 #: Plans and prepared pools of tiles a Tiling keeps (the tiles of one shape share them).
@@ -137,7 +138,7 @@ class Tiling(_SharedPlans):
     blocks: tuple[int, ...]  # block partial sums per axis (0: direct sums), as the whole input has them
     global_window: bool
     exact: bool  # float32 windows go by the exact running sums where a slab's values allow
-    headroom: int  # the exact sums' bit budget (engine.headroom)
+    headroom: int  # the exact sums' bit budget (tables.headroom)
     # plans and prepared pools shared by tiles with the same plan (keyed by their shape relative
     # to their region where all windows lie inside the input, else by the plan itself), made once:
     # a 64K-output tile's tables cost 30 times its kernel
@@ -237,12 +238,12 @@ class Tiling(_SharedPlans):
             out_shape[array_axis] = p.geometry.out
         out_shape = tuple(out_shape)
         with tuning.using(self.tuned_by):
-            tables = engine.tables_from_plans(plans, channels, self.blocks, self.global_window)
-            plain = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, None)
+            tables = tables_from_plans(plans, channels, self.blocks, self.global_window)
+            plain = pools.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, None)
             exact = None
             if self.exact:
-                running = engine.running_plan_for(tuple(p.geometry for p in plans), channels, self.layout, tables)
-                exact = engine.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, running)
+                running = running_plan_for(tuple(p.geometry for p in plans), channels, self.layout, tables)
+                exact = pools.prepare_tables(out_shape, shape, self.dtype, self.layout, tables, running)
         if key is not None:
             self._remember(key, (exact, plain))
         return exact, plain
@@ -258,12 +259,12 @@ def tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layo
     dtype = np.dtype(dtype)
     geometry = resolve(spec, spatial_shape_of(shape, layout))
     channels = 1 if layout is Layout.NCX else shape[-1]
-    blocks = engine.block_sizes(geometry, channels)
+    blocks = block_sizes(geometry, channels)
     first_windows = tuple(axis_plan(g, spec.divisor, any_pad(geometry), 0, min(1, g.out)) for g in geometry)
-    global_window = all(g.out > 0 for g in geometry) and engine.is_global(first_windows)
-    exact = dtype == np.float32 and engine.uses_running(geometry, layout)
+    global_window = all(g.out > 0 for g in geometry) and is_global(first_windows)
+    exact = dtype == np.float32 and uses_running(geometry, layout)
     return Tiling(spec, tuple(shape), dtype, layout, infer_output_shape(spec, shape, layout), geometry, blocks,
-                  global_window, exact, engine.headroom(geometry))
+                  global_window, exact, headroom(geometry))
 
 
 def slab_bit_range(x: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
@@ -379,7 +380,7 @@ class TiledPool:
     """The whole operator pooled tile by tile (:func:`avgpool.engine.prepare` for inputs with a
     very long axis): the window tables of a tile take memory in proportion to the tile, where
     the whole axis's would take 48 bytes per output (3.4 GiB more than a 1 x 1 x 32M input and
-    its output). The same interface as :class:`avgpool.engine.PreparedPool`."""
+    its output). The same interface as :class:`avgpool.pools.PreparedPool`."""
 
     tiling: Tiling
     tile_outputs: int  # outputs per tile along each axis

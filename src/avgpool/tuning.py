@@ -27,7 +27,7 @@ class Tuning:
     """Every measured crossover and budget of the engines (field names as keyword arguments of
     :func:`tuned`); hashable, and part of the key of every cached preparation."""
 
-    # --- threads (engine.prepare_tables, threads.pieces_for) ---
+    # --- threads (pools.prepare_tables, threads.pieces_for) ---
     #: Below this many input elements one thread is faster. A spinning helper joins a job within a
     #: microsecond, so sharing pays from a few microseconds of work: the small-plane model nodes
     #: (50K-113K elements) run in 0.55-0.65 of their serial time on two threads, 1x1024x6x6 7x7
@@ -42,7 +42,7 @@ class Tuning:
     #: leaves little to wait for (bench.py's large rows).
     pieces_per_thread: int = 2
 
-    # --- the separable float64 passes (engine.prepare_tables, band_and_scratch) ---
+    # --- the separable float64 passes (pools.prepare_tables, tables.band_and_scratch) ---
     #: Bytes of a group's two float64 intermediates where windows do not overlap (each input value
     #: read once): bigger than the caches is faster, long sequential sweeps (1x128x56x56 serial
     #: 2x2 s2 and 32x128x56x56 faster at 8 MiB than at 256 KiB-2 MiB). Re-measured by bench.py's
@@ -78,7 +78,7 @@ class Tuning:
     #: cache; 512 to 2048 measured alike (bench.py's 1x1024x7x7 node rows).
     small_plane_block_values: int = 1024
 
-    # --- float32's exact int64 running sums (engine.running_plan, running_boxes) ---
+    # --- float32's exact int64 running sums (tables.running_plan, running_boxes) ---
     #: From this many taps along some axis float32 windows are summed exactly in int64 running sums
     #: (kernels/running.py), whose cost is the same for every kernel size (bench.py's float32
     #: kernel rows, k3 to k31; tests/test_properties.py exact_from lowers it).

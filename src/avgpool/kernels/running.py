@@ -663,7 +663,7 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     :func:`_exact_stream` is swept in boxes of ``box_outputs[d]`` outputs along each spatial
     axis ``d`` (``box_outputs[ndim]``: channels) — its outputs, its channels: one box, the whole
     slab. ``int_size``: the int64 running sums held, one row per level of the biggest box (the
-    engine's :func:`~avgpool.engine.running_plan` sizes both; a smaller one is refused)."""
+    engine's :func:`~avgpool.tables.running_plan` sizes both; a smaller one is refused)."""
     bits = x.view(np.uint32)
     ndim = axes.shape[0]
     ncx = passes[0, 5] > 0

@@ -193,7 +193,7 @@ def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, s
                global_scale, plane_masks, plane_factors):
     """Pool slabs ``start..stop`` (any thread: the GIL is released). ``plane_masks`` and
     ``plane_factors``: the tables of :mod:`.small_planes` (empty where it is not used)."""
-    if axes[0, 8] >= 0:  # small planes, 3 x 3 "same" windows (engine.small_planes)
+    if axes[0, 8] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
         pool_small_planes(x, out, start, stop, axes, plane_masks, plane_factors,
                           np.empty(plane_factors.shape[0] // 2 + 2))
         return

@@ -14,7 +14,7 @@ LLVM reassociated so that another NaN operand came first (tests/test_small_plane
 the two paths on random data with zeros, NaN and Inf). A mask on every tap cost 15-20% more.
 
 The masks and the divisor scales of a block of planes are the engine's cached tables
-(``engine.small_plane_tables``): ``masks`` = 4 uint8 rows of ``block`` values (first and last
+(``tables.small_plane_tables``): ``masks`` = 4 uint8 rows of ``block`` values (first and last
 tap along the first axis, then the second), ``factors`` = 2 float64 rows (each axis's scale),
 laid out for consecutive planes from a block's first plane, so that threads may split the
 planes anywhere.

@@ -1,0 +1,123 @@
+"""A prepared pool: the kernel, its arguments and its threading for one input shape, called with
+the data (:class:`PreparedPool`), made from kernel tables by :func:`prepare_tables`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import threads, tuning
+from .inputs import out_target
+from .spec import Layout
+from .tables import KernelTables, RunningPlan, band_and_scratch
+
+_NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedPool:
+    """Everything about one (spec, input shape, dtype, layout) that does not depend on the data:
+    calling it costs the kernel and a few checks."""
+
+    out_shape: tuple[int, ...]
+    dtype: np.dtype
+    slabs: int
+    kernel: Callable[..., None]  # kernel(x, out, first slab, stop slab, *kernel_args): the dispatcher
+    kernel_args: tuple
+    pieces: int  # shared between threads when more than 1
+    as_bits: bool  # float16/bfloat16 reach the kernel as their uint16 bit patterns
+    empty: bool = field(init=False)  # nothing to compute
+    # the kernel's compiled entry for flat arrays (jit.flat_signature), called without numba's
+    # dispatcher: no argument typing per call, and one specialisation for any input
+    call: Callable[..., None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "empty", self.slabs == 0 or math.prod(self.out_shape) == 0)
+        from .kernels import jit
+
+        bits = np.dtype(np.uint16) if self.as_bits else self.dtype
+        entry = jit.compiled(self.kernel, jit.flat_signature(bits, bits, self.kernel_args)).entry_point
+        object.__setattr__(self, "call", entry)
+
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        # a tiny pool costs about as much as this method, hence each flags object fetched once,
+        # ravel (a view of a contiguous array) rather than reshape, and one test for a good out=
+        if out is None:
+            out = target = np.empty(self.out_shape, dtype=self.dtype)
+        else:
+            out_flags = out.flags if type(out) is np.ndarray else None
+            if out_flags is None or out.shape != self.out_shape or out.dtype != self.dtype or not out_flags.writeable:
+                # an ndarray subclass, or a wrong out (inputs.out_target raises, naming what is wrong)
+                target, copy = out_target(out, x, self.out_shape, self.dtype)
+                self(x, target)
+                if copy:
+                    out[...] = target
+                return out
+            # two arrays that each own their memory cannot overlap: the common case skips the
+            # bounds test (it costs more than a tiny pool)
+            separate = out.base is None and x.base is None and out is not x
+            in_place = out_flags.c_contiguous and (separate or not np.may_share_memory(out, x))
+            target = out if in_place else np.empty(self.out_shape, dtype=self.dtype)
+        if self.empty:
+            return out
+        flat_x = x.ravel()  # a view of a C-contiguous array, else a C-ordered copy
+        flat_out = target.ravel()
+        if self.as_bits:
+            flat_x, flat_out = flat_x.view(np.uint16), flat_out.view(np.uint16)
+        if self.pieces == 1:  # the common small call: no thread machinery in the way
+            self.call(flat_x, flat_out, 0, self.slabs, *self.kernel_args)
+        else:
+            threads.run_pieces(self.kernel, flat_x, flat_out, self.slabs, self.pieces, self.kernel_args)
+        if target is not out:
+            out[...] = target
+        return out
+
+
+def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -> int | None:
+    """The address of ``kernel`` compiled for flat ``dtype`` arrays and ``args`` (the float64
+    fallback of the exact kernel), or None (then the exact kernel is not used) if this numba
+    lacks the internals that :func:`.kernels.crew.native_address` relies on."""
+    from .kernels import crew
+
+    try:
+        return crew.native_address(kernel, np.empty(0, dtype), np.empty(0, dtype), args)
+    except (AttributeError, KeyError, RuntimeError, TypeError):
+        return None
+
+
+def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
+                   t: KernelTables, running: RunningPlan | None) -> PreparedPool:
+    """The kernel choice and threading for an input ``shape`` pooled by the tables ``t`` (and,
+    float32 only, the exact running sums where a slab's values allow)."""
+    from .kernels import separable  # compiled lazily: importing avgpool stays fast
+
+    slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
+    tune = tuning.current()
+    pieces = threads.pieces_for(slabs, math.prod(shape), tune.parallel_min_elements, tune.many_pieces_elements)
+    budget = tune.overlapping_group_scratch_bytes if t.windows_overlap else tune.group_scratch_bytes
+    group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
+    if dtype in _NATIVE:
+        band, scratch_size = band_and_scratch(t, group)
+        args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
+                t.plane_masks, t.plane_factors)
+        fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
+        if fallback is None:
+            return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
+        from .kernels import running as exact
+
+        args += (running.passes, running.headroom, running.row_factors, running.int_size, running.box_outputs,
+                 running.group, fallback)
+        return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, args, pieces, False)
+    # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
+    # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
+    # is pooled on its own, so groups never span more than a block
+    slab_in = max(1, math.prod(shape) // max(1, slabs))
+    block = max(1, tune.widen_block_elements // slab_in)
+    group = min(group, block)
+    band, scratch_size = band_and_scratch(t, group)
+    args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
+            t.plane_masks, t.plane_factors, bool(dtype != np.float16), block)
+    return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
