@@ -37,9 +37,8 @@ def ensure_environment(extra: str) -> None:
         return
     target = f"{ROOT}[{extra}]" if extra else str(ROOT)
     print(f"run.py: installing avgpool{f'[{extra}]' if extra else ''} into {VENV} (first run only) ...", flush=True)
-    subprocess.run(
-        [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target], check=True
-    )
+    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target],
+                   check=True)
     stamp.touch()
 
 

@@ -25,9 +25,8 @@ def ulp(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.exp2(exponent - finfo.nmant)
 
 
-def assert_close_to_exact(
-    got: np.ndarray, exact: np.ndarray, abs_average: np.ndarray, taps: int, context: str = ""
-) -> None:
+def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.ndarray, taps: int,
+                          context: str = "") -> None:
     """``got`` (any float dtype) against the exact average ``exact`` (float64).
 
     Allowed: one ulp of the output dtype (the final rounding) plus what a float64 accumulation
@@ -48,8 +47,7 @@ def assert_close_to_exact(
         bad = finite & ~(np.abs(got64 - exact) <= tolerance)
     assert not bad.any(), (
         f"{int(bad.sum())} values off {context}\n got {got64[bad][:5]}\n ref {exact[bad][:5]}\n "
-        f"tol {tolerance[bad][:5]}"
-    )
+        f"tol {tolerance[bad][:5]}")
 
 
 # Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled and
@@ -103,8 +101,7 @@ def run_battery(tmp_path: Path, kinds: list[str] | None = None, **env: str) -> d
     """Run :data:`BATTERY` in a new process with ``NUMBA_CACHE_DIR`` under ``tmp_path`` and ``env``:
     its JSON, plus its stderr."""
     environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), **env)
-    result = subprocess.run(
-        [sys.executable, "-c", BATTERY, json.dumps(kinds)], env=environment, capture_output=True, text=True, timeout=900
-    )
+    result = subprocess.run([sys.executable, "-c", BATTERY, json.dumps(kinds)], env=environment, capture_output=True,
+                            text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1]) | {"stderr": result.stderr}

@@ -57,34 +57,16 @@ def test_demo():
 def test_shape_in_every_dialect():
     assert run(["shape", "1x3x32x32", "-k", "3,3", "-s", "2,2", "--ceil-mode"]) == (0, "1x3x16x16\n")
     assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode"]) == (0, "1x1x1\n")
-    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode", "--dialect", "openvino"]) == (
-        0,
-        "1x1x2\n",
-    )
-    assert run(
-        [
-            "shape",
-            "1x1x5",
-            "-k",
-            "1",
-            "-s",
-            "3",
-            "--auto-pad",
-            "same_upper",
-            "--rounding-type",
-            "ceil",
-            "--dialect",
-            "openvino",
-        ]
-    ) == (0, "1x1x3\n")
+    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode",
+                "--dialect", "openvino"]) == (0, "1x1x2\n")
+    assert run(["shape", "1x1x5", "-k", "1", "-s", "3", "--auto-pad", "same_upper", "--rounding-type", "ceil",
+                "--dialect", "openvino"]) == (0, "1x1x3\n")
 
 
 def test_shape_onednn_defaults_to_channels_last():
     assert run(["shape", "1x8x6x3", "-k", "2,2", "-s", "2,2", "--dialect", "onednn"]) == (0, "1x4x3x3\n")
-    assert run(["shape", "1x3x8x6", "-k", "2,2", "-s", "2,2", "--dialect", "onednn", "--layout", "NCX"]) == (
-        0,
-        "1x3x4x3\n",
-    )
+    assert run(["shape", "1x3x8x6", "-k", "2,2", "-s", "2,2", "--dialect", "onednn",
+                "--layout", "NCX"]) == (0, "1x3x4x3\n")
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["shape"], ["explain"], ["pool"], ["run"]])
@@ -99,27 +81,11 @@ def test_help_has_examples(command, capsys):
 
 
 def test_pool_npy_matches_the_api(tmp_path, x):
-    code, text = run(
-        [
-            "pool",
-            tmp_path / "x.npy",
-            tmp_path / "y.npy",
-            "-k",
-            "3,2",
-            "-s",
-            "2,2",
-            "-p",
-            "1,0,1,1",
-            "--ceil-mode",
-            "--count-include-pad",
-            "--opset",
-            "19",
-        ]
-    )
+    code, text = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "3,2", "-s", "2,2", "-p", "1,0,1,1",
+                      "--ceil-mode", "--count-include-pad", "--opset", "19"])
     assert code == 0 and "-> ONNX AveragePool-19" in text
-    expected = avgpool.average_pool(
-        x, [3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1, count_include_pad=1, opset=19
-    )
+    expected = avgpool.average_pool(x, [3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1, count_include_pad=1,
+                                    opset=19)
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
@@ -207,31 +173,12 @@ def test_pool_grayscale_jpeg_in(tmp_path):
 def test_pool_openvino(tmp_path, x):
     import avgpool.openvino
 
-    code, text = run(
-        [
-            "pool",
-            tmp_path / "x.npy",
-            tmp_path / "y.npy",
-            "--dialect",
-            "openvino",
-            "-k",
-            "3,3",
-            "-s",
-            "2,2",
-            "--pads-begin",
-            "1,1",
-            "--pads-end",
-            "1,1",
-            "--rounding-type",
-            "ceil",
-            "--exclude-pad",
-            "false",
-        ]
-    )
+    code, text = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "--dialect", "openvino", "-k", "3,3",
+                      "-s", "2,2", "--pads-begin", "1,1", "--pads-end", "1,1", "--rounding-type", "ceil",
+                      "--exclude-pad", "false"])
     assert code == 0 and "OpenVINO AvgPool-16" in text
-    expected = avgpool.openvino.avg_pool(
-        x, [3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1], rounding_type="ceil", exclude_pad=False
-    )
+    expected = avgpool.openvino.avg_pool(x, [3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1],
+                                         rounding_type="ceil", exclude_pad=False)
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
@@ -240,60 +187,26 @@ def test_pool_qlinear(tmp_path):
 
     q = np.random.default_rng(3).integers(0, 256, size=(3, 2, 6, 6), dtype=np.uint8)
     np.save(tmp_path / "q.npy", q)
-    code, _ = run(
-        [
-            "pool",
-            tmp_path / "q.npy",
-            tmp_path / "y.npy",
-            "--dialect",
-            "qlinear",
-            "-k",
-            "3,3",
-            "-p",
-            "1,1,1,1",
-            "--x-scale",
-            "0.1",
-            "--x-zero-point",
-            "95",
-            "--y-scale",
-            "0.2",
-            "--y-zero-point",
-            "115",
-            "--count-include-pad",
-            "--batch-size",
-            "2",
-        ]
-    )
+    code, _ = run(["pool", tmp_path / "q.npy", tmp_path / "y.npy", "--dialect", "qlinear", "-k", "3,3", "-p", "1,1,1,1",
+                   "--x-scale", "0.1", "--x-zero-point", "95", "--y-scale", "0.2", "--y-zero-point", "115",
+                   "--count-include-pad", "--batch-size", "2"])
     assert code == 0
-    expected = qlinear_average_pool(
-        q, np.float32(0.1), np.uint8(95), np.float32(0.2), np.uint8(115), [3, 3], pads=[1, 1, 1, 1], count_include_pad=1
-    )
+    expected = qlinear_average_pool(q, np.float32(0.1), np.uint8(95), np.float32(0.2), np.uint8(115), [3, 3],
+                                    pads=[1, 1, 1, 1], count_include_pad=1)
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
 def test_pool_onednn(tmp_path, x, capsys):
-    argv = [
-        "pool",
-        tmp_path / "x.npy",
-        tmp_path / "y.npy",
-        "--dialect",
-        "onednn",
-        "--layout",
-        "NCX",
-        "-k",
-        "2,2",
-        "-s",
-        "2,2",
-    ]
+    argv = ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "--dialect", "onednn", "--layout", "NCX", "-k", "2,2",
+            "-s", "2,2"]
     if not HAS_ONEDNN:
         fails(capsys, argv, "oneDNN dialect is not available")
         return
     import avgpool.onednn
 
     assert run(argv)[0] == 0
-    expected = avgpool.onednn.avg_pool(
-        x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=True, data_format="NCX"
-    )
+    expected = avgpool.onednn.avg_pool(x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0],
+                                       exclude_pad=True, data_format="NCX")
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
@@ -355,22 +268,13 @@ def test_wrong_shapes_and_extensions(tmp_path, x, capsys):
     (tmp_path / "x.txt").write_text("1 2 3")
     fails(capsys, ["pool", tmp_path / "x.txt", tmp_path / "y.npy", "-k", "2,2"], "unknown extension '.txt'")
     fails(capsys, ["pool", tmp_path / "missing.npy", tmp_path / "y.npy", "-k", "2,2"], "no such file")
-    fails(
-        capsys,
-        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1"],
-        "2 values per spatial axis",
-    )
-    fails(
-        capsys,
-        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1,1", "--pads-begin", "1,1"],
-        "not both",
-    )
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1"],
+          "2 values per spatial axis")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1,1", "--pads-begin", "1,1"],
+          "not both")
     fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "qlinear"], "uint8")
-    fails(
-        capsys,
-        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino", "--layout", "NXC"],
-        "NCX only",
-    )
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino",
+                   "--layout", "NXC"], "NCX only")
 
 
 # ---------------------------------------------------------------- run
@@ -380,12 +284,8 @@ def _pool_model(opset: int, **attributes):
     from onnx import TensorProto, helper
 
     node = helper.make_node("AveragePool", ["x"], ["y"], **attributes)
-    graph = helper.make_graph(
-        [node],
-        "pool",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 5])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -395,9 +295,8 @@ def test_run_model_with_inputs_outputs_and_check(tmp_path, capsys):
     onnx.save(_pool_model(11, kernel_shape=[3], pads=[1, 1], count_include_pad=1), tmp_path / "m.onnx")
     x = np.arange(1, 11, dtype=np.float32).reshape(2, 1, 5)
     np.save(tmp_path / "x.npy", x)
-    code, text = run(
-        ["run", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out", "--check"]
-    )
+    code, text = run(["run", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
+                      tmp_path / "out", "--check"])
     assert code == 0, text
     y = np.load(tmp_path / "out" / "y.npy")
     np.testing.assert_allclose(y[0, 0], [1, 2, 3, 4, 3], rtol=1e-6)
@@ -442,34 +341,13 @@ def test_run_errors(tmp_path, capsys):
 
 def test_real_subprocess(tmp_path, x):
     env = dict(os.environ, PYTHONWARNINGS="error")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "avgpool",
-            "pool",
-            str(tmp_path / "x.npy"),
-            str(tmp_path / "y.npy"),
-            "-k",
-            "2,2",
-            "-s",
-            "2,2",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    done = subprocess.run([sys.executable, "-m", "avgpool", "pool", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"),
+                           "-k", "2,2", "-s", "2,2"], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), avgpool.average_pool(x, [2, 2], strides=[2, 2]))
     np.save(tmp_path / "obj.npy", np.array([None], dtype=object), allow_pickle=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "avgpool", "pool", str(tmp_path / "obj.npy"), str(tmp_path / "z.npy"), "-k", "1"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    done = subprocess.run([sys.executable, "-m", "avgpool", "pool", str(tmp_path / "obj.npy"), str(tmp_path / "z.npy"),
+                           "-k", "1"], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith("avgpool pool: error:") and "Traceback" not in done.stderr
     assert done.stdout == ""

@@ -19,15 +19,9 @@ def _fresh(function, *args, **kwargs):
 def test_same_shape_other_strides_dtype_and_byte_order_get_their_own_results():
     rng = np.random.default_rng(0)
     base = rng.standard_normal((2, 3, 9, 10))
-    variants = [
-        base.astype(np.float32),
-        base.astype(np.float64),
-        np.asfortranarray(base.astype(np.float32)),
-        base.astype(">f4"),
-        np.ascontiguousarray(base.astype(np.float32)[:, :, ::-1]),
-        base.astype(np.float16),
-        np.transpose(base.astype(np.float32).transpose(0, 1, 3, 2), (0, 1, 3, 2)),
-    ]
+    variants = [base.astype(np.float32), base.astype(np.float64), np.asfortranarray(base.astype(np.float32)),
+                base.astype(">f4"), np.ascontiguousarray(base.astype(np.float32)[:, :, ::-1]),
+                base.astype(np.float16), np.transpose(base.astype(np.float32).transpose(0, 1, 3, 2), (0, 1, 3, 2))]
     attributes = dict(strides=[2, 1], pads=[1, 1, 1, 1], ceil_mode=True)
     for x in variants * 2:  # the second round is answered from the memo
         remembered = avgpool.average_pool(x, [3, 3], **attributes)
@@ -36,16 +30,9 @@ def test_same_shape_other_strides_dtype_and_byte_order_get_their_own_results():
         np.testing.assert_array_equal(remembered, avgpool.AveragePool([3, 3], **attributes)(x))
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        dict(kernel_shape=[2.0, 2.0]),
-        dict(kernel_shape=[2, 2], ceil_mode=2.5),
-        dict(kernel_shape=[2, 2], opset=22.0),
-        dict(kernel_shape=[True, 2]),
-        dict(kernel_shape=[2, 2], layout="nhwc"),
-    ],
-)
+@pytest.mark.parametrize("bad", [dict(kernel_shape=[2.0, 2.0]), dict(kernel_shape=[2, 2], ceil_mode=2.5),
+                                 dict(kernel_shape=[2, 2], opset=22.0), dict(kernel_shape=[True, 2]),
+                                 dict(kernel_shape=[2, 2], layout="nhwc")])
 def test_a_value_equal_to_a_remembered_one_but_invalid_is_still_refused(bad):
     x = np.ones((1, 1, 4, 4), np.float32)
     avgpool.average_pool(x, [2, 2], ceil_mode=1, opset=22)  # remembered: kernel (2, 2), ints
@@ -115,6 +102,7 @@ def test_a_prepared_pool_fed_thousands_of_shapes_stays_small(tmp_path):
     import sys
     import textwrap
 
+
     script = textwrap.dedent("""
         import gc, json, tracemalloc
         import numpy as np, avgpool
@@ -143,18 +131,15 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     assert api._LAST is not None and api._LAST[0] is kernel
     np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
     kernel[1] = 2  # changed in place: not the call remembered
-    np.testing.assert_array_equal(
-        avgpool.average_pool(x, kernel, pads=pads), _fresh(avgpool.average_pool, x, [3, 2], pads=[1, 1, 1, 1])
-    )
+    np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads),
+                                  _fresh(avgpool.average_pool, x, [3, 2], pads=[1, 1, 1, 1]))
     kernel[1] = 3.0  # equal to 3, but a float kernel size is refused
     with pytest.raises(avgpool.AvgPoolError, match="kernel_shape"):
         avgpool.average_pool(x, kernel, pads=pads)
     kernel[1] = 3
     for other in (x.astype(np.float64), x[:, :, :, :8], np.asfortranarray(x), x.astype(">f4")):
-        np.testing.assert_array_equal(
-            avgpool.average_pool(other, kernel, pads=pads),
-            _fresh(avgpool.average_pool, other, [3, 3], pads=[1, 1, 1, 1]),
-        )
+        np.testing.assert_array_equal(avgpool.average_pool(other, kernel, pads=pads),
+                                      _fresh(avgpool.average_pool, other, [3, 3], pads=[1, 1, 1, 1]))
     out = np.empty((1, 2, 7, 8), np.float32)
     avgpool.average_pool(x, kernel, pads=pads)
     with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-22: `out` has shape"):

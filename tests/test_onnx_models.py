@@ -58,9 +58,8 @@ def evaluate(name: str):
         model = onnx.load(path)
         feeds = runner_inputs(model)
         evaluator = avgpool_onnx.make_evaluator(model)
-        assert sum(type(n).__module__ == "avgpool.onnx" for n in evaluator.rt_nodes_) == sum(
-            n.op_type in POOL_OPS for n in model.graph.node
-        )
+        assert sum(type(n).__module__ == "avgpool.onnx" for n in evaluator.rt_nodes_) == \
+            sum(n.op_type in POOL_OPS for n in model.graph.node)
         _RUNS[name] = (model, feeds, evaluator.run(None, feeds, intermediate=True))
     return _RUNS[name]
 
@@ -91,12 +90,8 @@ def test_stored_outputs_are_onnxruntimes(name):
 def _single_node_model(node, x: np.ndarray, opset: int):
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph(
-        [node],
-        "one",
-        [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, x.shape)],
-        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
-    )
+    graph = helper.make_graph([node], "one", [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -122,29 +117,19 @@ def test_reference_ops_are_bound_to_an_opset():
         avgpool_onnx.reference_ops(opset=0)
 
 
-@pytest.mark.parametrize(
-    "opset, attributes, right",
-    [
-        (1, dict(kernel_shape=[3], pads=[1, 1]), [1.5, 2, 3, 4, 4.5]),  # onnx.reference: [1, 2, 3, 4, 3]
-        (7, dict(kernel_shape=[3], pads=[1, 1], count_include_pad=1), [1, 2, 3, 4, 3]),
-        (
-            19,
-            dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER"),
-            [2, 2, 3, 4, 4],
-        ),  # onnx.reference: [2, 3, 4, 4, 0]
-        (22, dict(kernel_shape=[3], strides=[3], ceil_mode=1), [2, 4.5]),  # onnx.reference shifts the windows
-    ],
-)
+@pytest.mark.parametrize("opset, attributes, right", [
+    (1, dict(kernel_shape=[3], pads=[1, 1]), [1.5, 2, 3, 4, 4.5]),  # onnx.reference: [1, 2, 3, 4, 3]
+    (7, dict(kernel_shape=[3], pads=[1, 1], count_include_pad=1), [1, 2, 3, 4, 3]),
+    (19, dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER"),
+     [2, 2, 3, 4, 4]),  # onnx.reference: [2, 3, 4, 4, 0]
+    (22, dict(kernel_shape=[3], strides=[3], ceil_mode=1), [2, 4.5]),  # onnx.reference shifts the windows
+])
 def test_evaluator_with_model_opset(opset, attributes, right):
     from onnx import TensorProto, helper
 
     node = helper.make_node("AveragePool", ["x"], ["y"], **attributes)
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     y = avgpool_onnx.make_evaluator(model).run(None, {"x": np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5)})[0]
     np.testing.assert_array_equal(y.reshape(-1), np.array(right, dtype=np.float32))
@@ -153,33 +138,17 @@ def test_evaluator_with_model_opset(opset, attributes, right):
 def test_qlinear_average_pool_node_matches_onnxruntime():
     from onnx import TensorProto, helper
 
-    node = helper.make_node(
-        "QLinearAveragePool",
-        ["x", "xs", "xz", "ys", "yz"],
-        ["y"],
-        domain="com.microsoft",
-        kernel_shape=[3, 3],
-        strides=[2, 2],
-        pads=[1, 1, 1, 1],
-        ceil_mode=1,
-        count_include_pad=1,
-    )
-    inits = [
-        helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
-        helper.make_tensor("xz", TensorProto.UINT8, [], [95]),
-        helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
-        helper.make_tensor("yz", TensorProto.UINT8, [], [115]),
-    ]
-    graph = helper.make_graph(
-        [node],
-        "q",
-        [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 3, 9, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
-        initializer=inits,
-    )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)], ir_version=8
-    )
+    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
+                            kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
+    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
+             helper.make_tensor("xz", TensorProto.UINT8, [], [95]),
+             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
+             helper.make_tensor("yz", TensorProto.UINT8, [], [115])]
+    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 3, 9, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
+                                                    helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
     x = np.random.default_rng(0).integers(0, 256, size=(2, 3, 9, 8), dtype=np.uint8)
     got = avgpool_onnx.make_evaluator(model).run(None, {"x": x})[0]
     (expected,) = avgpool_onnx.onnxruntime_outputs(model, {"x": x})

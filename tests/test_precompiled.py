@@ -28,17 +28,8 @@ needs_a_level = pytest.mark.skipif(not jit.shipped_levels(), reason="no precompi
 def _entry_kernels():
     from avgpool.kernels import crew, qlinear_kernels, running, separable
 
-    return [
-        separable.pool_slabs,
-        separable.pool_slabs_16,
-        running.pool_slabs_exact,
-        crew.lead,
-        crew.serve,
-        qlinear_kernels.pool_ncx,
-        qlinear_kernels.pool_nxc,
-        qlinear_kernels.global_ncx,
-        qlinear_kernels.global_nxc,
-    ]
+    return [separable.pool_slabs, separable.pool_slabs_16, running.pool_slabs_exact, crew.lead, crew.serve,
+            qlinear_kernels.pool_ncx, qlinear_kernels.pool_nxc, qlinear_kernels.global_ncx, qlinear_kernels.global_nxc]
 
 
 @pytest.mark.parametrize("level", list(jit.LEVELS))
@@ -80,9 +71,8 @@ def test_another_cpu_runs_the_portable_level_with_the_same_results(tmp_path):
     if "x86-64-v3" not in jit.shipped_levels():
         pytest.skip("this CPU cannot run x86-64-v3 code")
     best = _run_battery(tmp_path / "best")
-    other = _run_battery(
-        tmp_path / "other", NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="", AVGPOOL_PRECOMPILED="x86-64-v3"
-    )
+    other = _run_battery(tmp_path / "other", NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="",
+                         AVGPOOL_PRECOMPILED="x86-64-v3")
     assert other["compiled"] == []
     assert other["digest"] == best["digest"]
 
@@ -102,7 +92,8 @@ def test_a_truncated_or_garbage_cache_entry_is_ignored(tmp_path):
     for index in folder.glob("separable.pool_slabs_16-*.nbi"):
         index.write_bytes(b"\x80\x04\x95 garbage, not an index")
     expected = _run_battery(tmp_path / "clean", ["float32"])
-    result = _run_battery(tmp_path, ["float32"], NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES="", AVGPOOL_PRECOMPILED=level)
+    result = _run_battery(tmp_path, ["float32"], NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES="",
+                          AVGPOOL_PRECOMPILED=level)
     assert result["compiled"] == [] and result["digest"] == expected["digest"]
     assert "Traceback" not in result["stderr"]
     assert len([line for line in result["stderr"].splitlines() if "avgpool" in line]) == 1, result["stderr"]
@@ -123,39 +114,23 @@ def test_a_read_only_install_without_a_writable_home_runs(tmp_path):
     shutil.copytree(SRC / "avgpool", install / "avgpool", ignore=shutil.ignore_patterns("__pycache__"))
     for path in [install, *install.rglob("*")]:
         mode = path.stat().st_mode
-        path.chmod(
-            (
-                mode
-                | stat.S_IRUSR
-                | stat.S_IRGRP
-                | stat.S_IROTH
-                | (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if path.is_dir() else 0)
-            )
-            & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
-        )
+        path.chmod((mode | stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH | (
+            stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if path.is_dir() else 0)) & ~(stat.S_IWUSR | stat.S_IWGRP
+                                                                                    | stat.S_IWOTH))
     install.parent.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
     env.update(HOME="/nonexistent", PYTHONPATH=str(install), AVGPOOL_PRECOMPILED="1")
-    code = (
-        "import numpy as np, avgpool; x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4); "
-        "y = avgpool.average_pool(x, [2, 2], strides=[2, 2]); print(y.ravel().tolist()); "
-        "print(avgpool.cache_location()); print(avgpool.__file__)"
-    )
+    code = ("import numpy as np, avgpool; x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4); "
+            "y = avgpool.average_pool(x, [2, 2], strides=[2, 2]); print(y.ravel().tolist()); "
+            "print(avgpool.cache_location()); print(avgpool.__file__)")
     as_nobody = os.geteuid() == 0 and hasattr(os, "setuid")
 
     def drop() -> None:
         os.setgid(65534)
         os.setuid(65534)
 
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        preexec_fn=drop if as_nobody else None,
-        cwd="/",
-    )
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
+                            preexec_fn=drop if as_nobody else None, cwd="/")
     assert result.returncode == 0, result.stderr[-3000:]
     shutil.rmtree(install.parent, ignore_errors=True)
     lines = result.stdout.splitlines()

@@ -33,20 +33,15 @@ def _attributes(rng: np.random.Generator, k0: int, k1: int) -> dict:
     mode = rng.integers(3)
     count_include_pad = int(rng.integers(2))
     if mode < 2:
-        return dict(
-            kernel_shape=[k0, k1], auto_pad=("SAME_UPPER", "SAME_LOWER")[mode], count_include_pad=count_include_pad
-        )
+        return dict(kernel_shape=[k0, k1], auto_pad=("SAME_UPPER", "SAME_LOWER")[mode],
+                    count_include_pad=count_include_pad)
     begins = [int(rng.integers(k)) for k in (k0, k1)]  # any split of k - 1 pads keeps the size
-    return dict(
-        kernel_shape=[k0, k1],
-        pads=[*begins, k0 - 1 - begins[0], k1 - 1 - begins[1]],
-        count_include_pad=count_include_pad,
-    )
+    return dict(kernel_shape=[k0, k1], pads=[*begins, k0 - 1 - begins[0], k1 - 1 - begins[1]],
+                count_include_pad=count_include_pad)
 
 
-@pytest.mark.parametrize(
-    "dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=["float32", "float64", "float16", "bfloat16"]
-)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
+                         ids=["float32", "float64", "float16", "bfloat16"])
 def test_small_planes_give_the_bits_of_the_separable_passes(dtype):
     rng = np.random.default_rng(7)
     cases = 0
@@ -68,27 +63,24 @@ def test_threads_split_small_planes_anywhere():
     x = _hard_values(rng, (3, 700, 7, 7), np.dtype(np.float32))
     attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     pooled = avgpool.average_pool(x, **attrs)
-    one_plane_at_a_time = np.stack([avgpool.average_pool(x[:, c : c + 1], **attrs)[:, 0] for c in range(700)], axis=1)
+    one_plane_at_a_time = np.stack([avgpool.average_pool(x[:, c:c + 1], **attrs)[:, 0] for c in range(700)], axis=1)
     assert np.array_equal(pooled.view(np.uint32), one_plane_at_a_time.view(np.uint32))
 
 
-@pytest.mark.parametrize(
-    ("shape", "attrs", "expected"),
-    [
-        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
-        ((1, 8, 12, 12), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER"), True),
-        ((1, 8, 9, 16), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), True),
-        ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), False),  # 2 taps: no middle tap
-        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[0, 0, 2, 2]), False),  # windows that start at their output
-        ((1, 8, 13, 12), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 156 values: too big a plane
-        ((1, 8, 7, 7), dict(kernel_shape=[3, 3]), False),  # the output is smaller than the input
-        ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), False),
-        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], dilations=[2, 2]), False),
-        ((1, 8, 7, 7), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2]), False),
-        ((1, 8, 7), dict(kernel_shape=[3], pads=[1, 1]), False),  # 1-D
-        ((1, 8, 0, 7), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), False),  # empty planes
-    ],
-)
+@pytest.mark.parametrize(("shape", "attrs", "expected"), [
+    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
+    ((1, 8, 12, 12), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER"), True),
+    ((1, 8, 9, 16), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), True),
+    ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), False),  # 2 taps: no middle tap
+    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[0, 0, 2, 2]), False),  # windows that start at their output
+    ((1, 8, 13, 12), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 156 values: too big a plane
+    ((1, 8, 7, 7), dict(kernel_shape=[3, 3]), False),  # the output is smaller than the input
+    ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), False),
+    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], dilations=[2, 2]), False),
+    ((1, 8, 7, 7), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2]), False),
+    ((1, 8, 7), dict(kernel_shape=[3], pads=[1, 1]), False),  # 1-D
+    ((1, 8, 0, 7), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), False),  # empty planes
+])
 def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None)
     _, spec, _ = _validated(np.zeros(shape, np.float32), 22, opset=22, layout="NCX", **{**defaults, **attrs})

@@ -51,9 +51,8 @@ def test_every_item_once_over_many_jobs():
     assert (int(crew.board[crew_board.CLAIM]) >> 20) - posted == 200, "jobs did not go through the job board"
 
 
-needs_two_cpus = pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs CPU affinity and two CPUs"
-)
+needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                                    reason="needs CPU affinity and two CPUs")
 
 
 def _jobs_until_the_helper_moves(items: int, pieces: int, most: int) -> tuple[int, bool, bool]:

@@ -28,9 +28,8 @@ from avgpool.kernels.jit import BUILD_ENV, LEVELS, PRECOMPILED  # noqa: E402
 
 def build(level: str, work: Path) -> Path:
     out, internal = work / "out", work / "internal"
-    env = dict(
-        os.environ, NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES="", NUMBA_CACHE_DIR=str(internal), **{BUILD_ENV: str(out)}
-    )
+    env = dict(os.environ, NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES="", NUMBA_CACHE_DIR=str(internal),
+               **{BUILD_ENV: str(out)})
     env.pop("NUMBA_BOUNDSCHECK", None)
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import avgpool; avgpool.warmup()"], env=env, check=True, cwd=ROOT)

@@ -16,20 +16,10 @@ from .memo import Memo, Unhashable, call_prepared, ints, on_clear, same_items
 from .shape import infer_output_shape
 
 
-def average_pool(
-    x: Any,
-    kernel_shape: Sequence[int],
-    *,
-    strides: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    auto_pad: str = "NOTSET",
-    ceil_mode: bool | int = False,
-    count_include_pad: bool | int = False,
-    dilations: Sequence[int] | None = None,
-    opset: int = 22,
-    layout: str = "NCX",
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
+                 count_include_pad: bool | int = False, dilations: Sequence[int] | None = None,
+                 opset: int = 22, layout: str = "NCX", out: np.ndarray | None = None) -> np.ndarray:
     """ONNX AveragePool at any opset, exactly as the spec defines it.
 
     ``x`` is N x C x D1 ... Dn (``layout="NCX"``) or N x D1 ... Dn x C (``layout="NXC"``), any
@@ -55,48 +45,19 @@ def average_pool(
         # the call before, again with the very same argument objects: no key to build (~0.4 us).
         # One unpacking, then tests of locals: indexing the tuple per test costs more
         ks, st, pd, dl, ap, cm, cip, op, lo, shape, dtype, same, prepared, label = last
-        if (
-            kernel_shape is ks
-            and strides is st
-            and pads is pd
-            and dilations is dl
-            and auto_pad is ap
-            and ceil_mode is cm
-            and count_include_pad is cip
-            and opset is op
-            and layout is lo
-            and type(x) is np.ndarray
-            and x.shape == shape
-            and x.dtype is dtype
-            and same(kernel_shape, strides, pads, dilations)
-        ):
+        if (kernel_shape is ks and strides is st and pads is pd and dilations is dl and auto_pad is ap
+                and ceil_mode is cm and count_include_pad is cip and opset is op and layout is lo
+                and type(x) is np.ndarray and x.shape == shape and x.dtype is dtype
+                and same(kernel_shape, strides, pads, dilations)):
             return call_prepared(prepared, label, x, out)
     # memo.call_key spelled out, None tested before calling ints, the entry read from the dict
     # itself and the prepared pool called here: this is the call whose overhead counts
     # (benchmarks/bench.py, "function" column)
     try:
-        key = (
-            (
-                x.shape,
-                x.dtype,
-                ints(kernel_shape),
-                None if strides is None else ints(strides),
-                None if pads is None else ints(pads),
-                None if dilations is None else ints(dilations),
-                type(auto_pad),
-                auto_pad,
-                type(ceil_mode),
-                ceil_mode,
-                type(count_include_pad),
-                count_include_pad,
-                type(opset),
-                opset,
-                type(layout),
-                layout,
-            )
-            if type(x) is np.ndarray
-            else None
-        )
+        key = (x.shape, x.dtype, ints(kernel_shape), None if strides is None else ints(strides),
+               None if pads is None else ints(pads), None if dilations is None else ints(dilations), type(auto_pad),
+               auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad), count_include_pad, type(opset), opset,
+               type(layout), layout) if type(x) is np.ndarray else None
     except Unhashable:
         key = None
     found = _FIND(key)
@@ -104,20 +65,8 @@ def average_pool(
         prepared, label = found[0]
         global _REPEATED
         if _REPEATED is prepared:  # twice in a row through the key: worth remembering as the last call
-            _remember(
-                x,
-                kernel_shape,
-                strides,
-                pads,
-                dilations,
-                auto_pad,
-                ceil_mode,
-                count_include_pad,
-                opset,
-                layout,
-                prepared,
-                label,
-            )
+            _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
+                      prepared, label)
         _REPEATED = prepared
         try:
             return prepared(x, out)
@@ -126,36 +75,15 @@ def average_pool(
     version = onnx_dialect.op_version(opset)
     label = onnx_dialect.label(version)
     with error_context(label):
-        array, spec, layout_ = _validated(
-            x,
-            version,
-            kernel_shape=kernel_shape,
-            strides=strides,
-            pads=pads,
-            auto_pad=auto_pad,
-            ceil_mode=ceil_mode,
-            count_include_pad=count_include_pad,
-            dilations=dilations,
-            opset=opset,
-            layout=layout,
-        )
+        array, spec, layout_ = _validated(x, version, kernel_shape=kernel_shape, strides=strides, pads=pads,
+                                          auto_pad=auto_pad, ceil_mode=ceil_mode,
+                                          count_include_pad=count_include_pad, dilations=dilations, opset=opset,
+                                          layout=layout)
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
         if key is not None and array is x:
             _CALLS.put(key, (prepared, label))
-            _remember(
-                x,
-                kernel_shape,
-                strides,
-                pads,
-                dilations,
-                auto_pad,
-                ceil_mode,
-                count_include_pad,
-                opset,
-                layout,
-                prepared,
-                label,
-            )
+            _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
+                      prepared, label)
         return prepared(array, out)
 
 
@@ -198,30 +126,13 @@ class AveragePool:
              [10.5, 12.5]]]], dtype=float32)
     """
 
-    def __init__(
-        self,
-        kernel_shape: Sequence[int],
-        *,
-        strides: Sequence[int] | None = None,
-        pads: Sequence[int] | None = None,
-        auto_pad: str = "NOTSET",
-        ceil_mode: bool | int = False,
-        count_include_pad: bool | int = False,
-        dilations: Sequence[int] | None = None,
-        opset: int = 22,
-        layout: str = "NCX",
-    ) -> None:
-        self._attributes = dict(
-            kernel_shape=kernel_shape,
-            strides=strides,
-            pads=pads,
-            auto_pad=auto_pad,
-            ceil_mode=ceil_mode,
-            count_include_pad=count_include_pad,
-            dilations=dilations,
-            opset=opset,
-            layout=layout,
-        )
+    def __init__(self, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
+                 count_include_pad: bool | int = False, dilations: Sequence[int] | None = None, opset: int = 22,
+                 layout: str = "NCX") -> None:
+        self._attributes = dict(kernel_shape=kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
+                                ceil_mode=ceil_mode, count_include_pad=count_include_pad, dilations=dilations,
+                                opset=opset, layout=layout)
         self._version = onnx_dialect.op_version(opset)
         # per (shape, dtype), bounded by count and bytes like the function's memo, so that a pool
         # fed thousands of shapes keeps only the latest; but the latest is always kept, however
@@ -244,48 +155,18 @@ class AveragePool:
             return prepared(array, out)
 
 
-def _validated(
-    x: Any,
-    version: int,
-    *,
-    kernel_shape,
-    strides,
-    pads,
-    auto_pad,
-    ceil_mode,
-    count_include_pad,
-    dilations,
-    opset,
-    layout,
-):
+def _validated(x: Any, version: int, *, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
+               dilations, opset, layout):
     allowed, allowed_text = onnx_dialect.dtypes(version)
     array = as_input_array(x, allowed, allowed_text, min_rank=3)
-    spec = onnx_dialect.make_spec(
-        version,
-        array.shape,
-        kernel_shape,
-        strides=strides,
-        pads=pads,
-        auto_pad=auto_pad,
-        ceil_mode=ceil_mode,
-        count_include_pad=count_include_pad,
-        dilations=dilations,
-    )
+    spec = onnx_dialect.make_spec(version, array.shape, kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
+                                  ceil_mode=ceil_mode, count_include_pad=count_include_pad, dilations=dilations)
     return array, spec, onnx_dialect.parse_layout(layout)
 
 
-def output_shape(
-    input_shape: Sequence[int],
-    kernel_shape: Sequence[int],
-    *,
-    strides: Sequence[int] | None = None,
-    pads: Sequence[int] | None = None,
-    auto_pad: str = "NOTSET",
-    ceil_mode: bool | int = False,
-    dilations: Sequence[int] | None = None,
-    opset: int = 22,
-    layout: str = "NCX",
-) -> tuple[int, ...]:
+def output_shape(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
+                 dilations: Sequence[int] | None = None, opset: int = 22, layout: str = "NCX") -> tuple[int, ...]:
     """The output shape of ONNX AveragePool for an input shape, without data.
 
     >>> import avgpool
@@ -298,16 +179,8 @@ def output_shape(
     with error_context(onnx_dialect.label(version)):
         shape = _as_shape(input_shape)
         layout_ = onnx_dialect.parse_layout(layout)
-        spec = onnx_dialect.make_spec(
-            version,
-            shape,
-            kernel_shape,
-            strides=strides,
-            pads=pads,
-            auto_pad=auto_pad,
-            ceil_mode=ceil_mode,
-            dilations=dilations,
-        )
+        spec = onnx_dialect.make_spec(version, shape, kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
+                                      ceil_mode=ceil_mode, dilations=dilations)
         return infer_output_shape(spec, shape, layout_)
 
 

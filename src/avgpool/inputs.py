@@ -15,9 +15,8 @@ def dtype_name(dtype: np.dtype) -> str:
     return np.dtype(dtype).newbyteorder("=").name
 
 
-def as_input_array(
-    x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None
-) -> np.ndarray:
+def as_input_array(x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int,
+                   max_rank: int | None = None) -> np.ndarray:
     """The input as a numpy array of an allowed dtype and rank, in native byte order.
 
     Any strides are kept (no copy); a byte-swapped array is converted once, because the
@@ -28,16 +27,12 @@ def as_input_array(
     except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
         raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
     if array.dtype.newbyteorder("=") not in [np.dtype(d) for d in allowed]:
-        raise AvgPoolError(
-            f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: "
-            f"it must be {allowed_text}"
-        )
+        raise AvgPoolError(f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: "
+                           f"it must be {allowed_text}")
     if array.ndim < min_rank or (max_rank is not None and array.ndim > max_rank):
         expected = f"at least {min_rank}" if max_rank is None else f"{min_rank} to {max_rank}"
-        raise AvgPoolError(
-            f"the input has rank {array.ndim} (shape {array.shape}): "
-            f"it must have {expected} dimensions (N x C x D1 ...)"
-        )
+        raise AvgPoolError(f"the input has rank {array.ndim} (shape {array.shape}): "
+                           f"it must have {expected} dimensions (N x C x D1 ...)")
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
     return array

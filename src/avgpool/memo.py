@@ -64,21 +64,15 @@ def same_items(sequences: Sequence[Any]) -> Callable[..., bool]:
 def _items_check(*lengths: int) -> Callable[..., Callable[..., bool]]:
     """For sequences of these lengths (-1: None), a factory of :func:`same_items`'s test."""
     names = [[f"v{axis}_{i}" for i in range(n)] for axis, n in enumerate(lengths)]
-    tests = [
-        f"s{axis} == c{axis}" + "".join(f" and s{axis}[{i}] is {name}" for i, name in enumerate(items))
-        for axis, (n, items) in enumerate(zip(lengths, names))
-        if n >= 0
-    ]
-    params = ", ".join(
-        [f"c{axis}" for axis, n in enumerate(lengths) if n >= 0] + [name for items in names for name in items]
-    )
+    tests = [f"s{axis} == c{axis}" + "".join(f" and s{axis}[{i}] is {name}" for i, name in enumerate(items))
+             for axis, (n, items) in enumerate(zip(lengths, names)) if n >= 0]
+    params = ", ".join([f"c{axis}" for axis, n in enumerate(lengths) if n >= 0]
+                       + [name for items in names for name in items])
     arguments = ", ".join(f"s{axis}" for axis in range(len(lengths)))
-    source = (
-        f"def factory({params}):\n"
-        f"    def check({arguments}):\n"
-        f"        return {' and '.join(tests) or 'True'}\n"
-        f"    return check\n"
-    )
+    source = (f"def factory({params}):\n"
+              f"    def check({arguments}):\n"
+              f"        return {' and '.join(tests) or 'True'}\n"
+              f"    return check\n")
     namespace: dict = {}
     exec(source, namespace)  # noqa: S102 - code built here from integers only
     return namespace["factory"]
@@ -108,9 +102,8 @@ class Memo:
     threads without a lock: a lock held by another thread when the process forks would hang the
     child, and a lost or repeated entry only costs one validation."""
 
-    def __init__(
-        self, size: int, weigh: Callable[[Any], int] | None = None, total_bytes: int = 0, entry_bytes: int = 0
-    ) -> None:
+    def __init__(self, size: int, weigh: Callable[[Any], int] | None = None, total_bytes: int = 0,
+                 entry_bytes: int = 0) -> None:
         self._size, self._weigh = size, weigh
         self._total_bytes, self._entry_bytes = total_bytes, entry_bytes
         self._entries: dict = {}  # key -> (value, bytes); never replaced, only changed

@@ -17,20 +17,10 @@ from .shape import infer_output_shape
 from .spec import Layout
 
 
-def avg_pool(
-    x: Any,
-    kernel: Sequence[int],
-    *,
-    exclude_pad: bool,
-    strides: Sequence[int] | None = None,
-    pads_begin: Sequence[int] | None = None,
-    pads_end: Sequence[int] | None = None,
-    rounding_type: str = "floor",
-    auto_pad: str = "explicit",
-    dilations: Sequence[int] | None = None,
-    version: int = 16,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Sequence[int] | None = None,
+             pads_begin: Sequence[int] | None = None, pads_end: Sequence[int] | None = None,
+             rounding_type: str = "floor", auto_pad: str = "explicit", dilations: Sequence[int] | None = None,
+             version: int = 16, out: np.ndarray | None = None) -> np.ndarray:
     """OpenVINO AvgPool-1, -14 or -16 (``version``), as the OpenVINO runtime computes it.
 
     >>> import numpy as np, avgpool.openvino
@@ -57,9 +47,8 @@ def avg_pool(
     explicit pad as long as the dilated kernel, an attribute the version does not have, or any
     invalid value.
     """
-    key = call_key(
-        x, (kernel, strides, pads_begin, pads_end, dilations), (exclude_pad, rounding_type, auto_pad, version)
-    )
+    key = call_key(x, (kernel, strides, pads_begin, pads_end, dilations),
+                   (exclude_pad, rounding_type, auto_pad, version))
     found = _CALLS.get(key)
     if found is not None:  # validated before: the prepared pool
         prepared, label, spec = found
@@ -68,18 +57,9 @@ def avg_pool(
     label = openvino_dialect.label(version)
     with error_context(label):
         array = as_input_array(x, openvino_dialect.DTYPES, openvino_dialect.DTYPES_TEXT, min_rank=0)
-        spec = openvino_dialect.make_spec(
-            version,
-            array.shape,
-            kernel,
-            exclude_pad=exclude_pad,
-            strides=strides,
-            pads_begin=pads_begin,
-            pads_end=pads_end,
-            rounding_type=rounding_type,
-            auto_pad=auto_pad,
-            dilations=dilations,
-        )
+        spec = openvino_dialect.make_spec(version, array.shape, kernel, exclude_pad=exclude_pad, strides=strides,
+                                          pads_begin=pads_begin, pads_end=pads_end, rounding_type=rounding_type,
+                                          auto_pad=auto_pad, dilations=dilations)
         prepared = engine.prepare(spec, array.shape, array.dtype, Layout.NCX)
         if key is not None and array is x:
             _CALLS.put(key, (prepared, label, spec))
@@ -90,19 +70,10 @@ def avg_pool(
 _CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 
 
-def output_shape(
-    input_shape: Sequence[int],
-    kernel: Sequence[int],
-    *,
-    exclude_pad: bool,
-    strides: Sequence[int] | None = None,
-    pads_begin: Sequence[int] | None = None,
-    pads_end: Sequence[int] | None = None,
-    rounding_type: str = "floor",
-    auto_pad: str = "explicit",
-    dilations: Sequence[int] | None = None,
-    version: int = 16,
-) -> tuple[int, ...]:
+def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, exclude_pad: bool,
+                 strides: Sequence[int] | None = None, pads_begin: Sequence[int] | None = None,
+                 pads_end: Sequence[int] | None = None, rounding_type: str = "floor", auto_pad: str = "explicit",
+                 dilations: Sequence[int] | None = None, version: int = 16) -> tuple[int, ...]:
     """The output shape of OpenVINO AvgPool for an input shape, without data (same rules as ``avg_pool``).
 
     >>> import avgpool.openvino
@@ -116,16 +87,7 @@ def output_shape(
     version = openvino_dialect.check_version(version)
     with error_context(openvino_dialect.label(version)):
         shape = as_input_shape(input_shape)
-        spec = openvino_dialect.make_spec(
-            version,
-            shape,
-            kernel,
-            exclude_pad=exclude_pad,
-            strides=strides,
-            pads_begin=pads_begin,
-            pads_end=pads_end,
-            rounding_type=rounding_type,
-            auto_pad=auto_pad,
-            dilations=dilations,
-        )
+        spec = openvino_dialect.make_spec(version, shape, kernel, exclude_pad=exclude_pad, strides=strides,
+                                          pads_begin=pads_begin, pads_end=pads_end, rounding_type=rounding_type,
+                                          auto_pad=auto_pad, dilations=dilations)
         return infer_output_shape(spec, shape, Layout.NCX)

@@ -88,14 +88,8 @@ def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -
         return None
 
 
-def prepare_tables(
-    out_shape: tuple[int, ...],
-    shape: tuple[int, ...],
-    dtype: np.dtype,
-    layout: Layout,
-    t: KernelTables,
-    running: RunningPlan | None,
-) -> PreparedPool:
+def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
+                   t: KernelTables, running: RunningPlan | None) -> PreparedPool:
     """The kernel choice and threading for an input ``shape`` pooled by the tables ``t`` (and,
     float32 only, the exact running sums where a slab's values allow)."""
     from .kernels import separable  # compiled lazily: importing avgpool stays fast
@@ -107,34 +101,15 @@ def prepare_tables(
     group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         band, scratch_size = band_and_scratch(t, group)
-        args = (
-            group,
-            band,
-            t.axes,
-            t.firsts,
-            t.counts,
-            t.splits,
-            t.scales,
-            channels,
-            scratch_size,
-            t.global_scale,
-            t.plane_masks,
-            t.plane_factors,
-        )
+        args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
+                t.plane_masks, t.plane_factors)
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
-        args += (
-            running.passes,
-            running.headroom,
-            running.row_factors,
-            running.int_size,
-            running.box_outputs,
-            running.group,
-            fallback,
-        )
+        args += (running.passes, running.headroom, running.row_factors, running.int_size, running.box_outputs,
+                 running.group, fallback)
         return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, args, pieces, False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
@@ -143,20 +118,6 @@ def prepare_tables(
     block = max(1, tune.widen_block_elements // slab_in)
     group = min(group, block)
     band, scratch_size = band_and_scratch(t, group)
-    args = (
-        group,
-        band,
-        t.axes,
-        t.firsts,
-        t.counts,
-        t.splits,
-        t.scales,
-        channels,
-        scratch_size,
-        t.global_scale,
-        t.plane_masks,
-        t.plane_factors,
-        bool(dtype != np.float16),
-        block,
-    )
+    args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
+            t.plane_masks, t.plane_factors, bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)

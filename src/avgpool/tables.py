@@ -95,18 +95,15 @@ def block_sizes(geometry: tuple[AxisGeometry, ...], channels: int) -> tuple[int,
     """:func:`block_size` of every axis of a slab with ``channels`` values per position: the one
     rule for a whole input and its tiles (avgpool.tiles), whose sums must be the same."""
     lengths = [g.length for g in geometry]
-    return tuple(
-        block_size(g, total_taps(g), channels * math.prod(lengths[axis + 1 :])) for axis, g in enumerate(geometry)
-    )
+    return tuple(block_size(g, total_taps(g), channels * math.prod(lengths[axis + 1:]))
+                 for axis, g in enumerate(geometry))
 
 
 def is_global(plans: tuple[AxisPlan, ...]) -> bool:
     """One window per axis covering the whole input: pooled as one plain sum per slab. (The
     plans of the first output of each axis are enough.)"""
-    return all(
-        p.geometry.out == 1 and p.geometry.length > 0 and p.count[0] == p.geometry.length and p.first[0] == 0
-        for p in plans
-    )
+    return all(p.geometry.out == 1 and p.geometry.length > 0 and p.count[0] == p.geometry.length and p.first[0] == 0
+               for p in plans)
 
 
 @BoundedCache
@@ -119,9 +116,8 @@ def kernel_tables(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int)
     return tables_from_plans(plans, channels, blocks, is_global(plans))
 
 
-def tables_from_plans(
-    plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool
-) -> KernelTables:
+def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...],
+                      global_window: bool) -> KernelTables:
     """The kernel's tables for window plans whose summation choices (block sizes, global sum)
     are given: by the plans themselves, or for a tile (:mod:`avgpool.tiles`) by the whole
     operator's plans, so that each window is summed as the whole array would sum it."""
@@ -132,10 +128,10 @@ def tables_from_plans(
     rows, splits = [], []
     for axis, (p, block) in enumerate(zip(plans, blocks)):
         g = p.geometry
-        inner = channels * math.prod(lengths[axis + 1 :])
+        inner = channels * math.prod(lengths[axis + 1:])
         outer = math.prod(outs[:axis])
         scratch = max(scratch, outer * g.out * inner, g.length * inner)
-        band_row = max(band_row, math.prod(outs[1 : axis + 1]) * inner)
+        band_row = max(band_row, math.prod(outs[1:axis + 1]) * inner)
         if axis > 0:
             band_extra = max(band_extra, g.length * inner)
         rows.append([g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p), -1])
@@ -172,10 +168,8 @@ def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, 
         return False
     if not 0 < math.prod(p.geometry.length for p in plans) <= tuning.current().small_plane_values:
         return False
-    return all(
-        g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3) and g.pad_begin == g.kernel // 2
-        for g in (p.geometry for p in plans)
-    )
+    return all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
+               and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans))
 
 
 def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -196,12 +190,10 @@ def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple
         valid_last = (p.first + p.count - 1 == last_tap) & (p.count > 0)
         position = np.arange(plane) // width if axis == 0 else np.arange(plane) % width
         masks += [valid_first[position], valid_last[position]]
-        factors.append(scales[offset : offset + g.out][position])
+        factors.append(scales[offset:offset + g.out][position])
         offset += g.out
-    return (
-        np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
-        np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()),
-    )
+    return (np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
+            np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()))
 
 
 def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:
@@ -223,7 +215,7 @@ def _cache_aligned(values: np.ndarray) -> np.ndarray:
     1x16x256x256 k31 planes' scaling took 0.085 ms instead of 0.100."""
     spare = np.empty(values.size + 64 // values.itemsize, values.dtype)
     skip = (-spare.ctypes.data % 64) // values.itemsize
-    aligned = spare[skip : skip + values.size]
+    aligned = spare[skip:skip + values.size]
     aligned[...] = values.ravel()
     return aligned
 
@@ -263,9 +255,8 @@ class RunningPlan:
     group: int
 
 
-def running_plan(
-    spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout, tables: KernelTables
-) -> RunningPlan | None:
+def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout,
+                 tables: KernelTables) -> RunningPlan | None:
     """The exact running-sum plan, or None where it does not pay or does not apply: kernels
     under Tuning.exact_running_min_kernel, dilations, global pooling, and NCX strides along the
     contiguous axis. The divisor scales are those of ``tables`` (the same spec and shape)."""
@@ -276,12 +267,9 @@ def running_plan(
 def uses_running(geometry: tuple[AxisGeometry, ...], layout: Layout) -> bool:
     """Whether float32 windows of this geometry go by the exact running sums (where a slab's
     values allow): see :func:`running_plan`."""
-    return not (
-        max(g.kernel for g in geometry) < tuning.current().exact_running_min_kernel
-        or any(g.dilation != 1 for g in geometry)
-        or all(g.out == 1 for g in geometry)
-        or (layout is Layout.NCX and geometry[-1].stride != 1)
-    )
+    return not (max(g.kernel for g in geometry) < tuning.current().exact_running_min_kernel
+                or any(g.dilation != 1 for g in geometry) or all(g.out == 1 for g in geometry)
+                or (layout is Layout.NCX and geometry[-1].stride != 1))
 
 
 def headroom(geometry: tuple[AxisGeometry, ...]) -> int:
@@ -289,9 +277,8 @@ def headroom(geometry: tuple[AxisGeometry, ...]) -> int:
     return 62 - math.ceil(math.log2(math.prod(g.kernel for g in geometry)))
 
 
-def running_plan_for(
-    geometry: tuple[AxisGeometry, ...], channels: int, layout: Layout, tables: KernelTables
-) -> RunningPlan:
+def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: Layout,
+                     tables: KernelTables) -> RunningPlan:
     """The running-sum plan of windows with this geometry (a whole input's, or a tile's)."""
     ndim = len(geometry)
     ncx = layout is Layout.NCX
@@ -301,7 +288,7 @@ def running_plan_for(
     for axis in order:
         g = geometry[axis]
         runs = math.prod(current[:axis])
-        inner = math.prod(current[axis + 1 :]) * channels
+        inner = math.prod(current[axis + 1:]) * channels
         contiguous = ncx and axis == ndim - 1
         line = max(g.pad_begin + g.length, g.out - 1 + g.kernel) if contiguous else 0  # pad_begin zeros on
         # windows clipped to the input hold at most ``length`` <= ``kernel`` values: within headroom
@@ -309,38 +296,31 @@ def running_plan_for(
         clipped = contiguous and (g.pad_begin < 0 or (g.kernel >= g.length and line > 2 * (g.length + g.out) + 64))
         if clipped:
             line = 2 * g.length + 1
-        rows.append(
-            (axis, runs, inner, g.pad_begin if contiguous else 0, g.kernel if contiguous else 0, line, int(clipped))
-        )
+        rows.append((axis, runs, inner, g.pad_begin if contiguous else 0, g.kernel if contiguous else 0, line,
+                     int(clipped)))
         current[axis] = geometry[axis].out
     boxes = running_boxes(geometry, channels, ncx)
     final = order[-1]
-    scales = [tables.scales[offset : offset + out] for _, out, offset, *_ in tables.axes]
+    scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
     group_bytes = tuning.current().exact_group_bytes
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
-    return RunningPlan(
-        np.asarray(rows, dtype=np.int64).reshape(-1, 7),
-        np.ascontiguousarray(row_factors),
-        headroom(geometry),
-        _box_held(geometry, channels, ncx, boxes),
-        np.asarray(boxes, dtype=np.int64),
-        max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)),
-    )
+    return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 7), np.ascontiguousarray(row_factors),
+                       headroom(geometry),
+                       _box_held(geometry, channels, ncx, boxes), np.asarray(boxes, dtype=np.int64),
+                       max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)))
 
 
 def _box_held(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool, boxes: tuple[int, ...]) -> int:
     """The int64s that the running sums of a box of ``boxes`` outputs (then channels) hold:
     one row per level (NCX: but the last two), each the product of the box's later lengths and
     channels. Along an axis it cuts, a box reads at most its windows' extent."""
-    lengths = [
-        g.length if per_box >= g.out else min(g.length, (per_box - 1) * g.stride + g.kernel)
-        for g, per_box in zip(geometry, boxes)
-    ]
+    lengths = [g.length if per_box >= g.out else min(g.length, (per_box - 1) * g.stride + g.kernel)
+               for g, per_box in zip(geometry, boxes)]
     ndim = len(geometry)
-    rows = [math.prod(lengths[axis + 1 :]) * boxes[-1] for axis in range(ndim)]
+    rows = [math.prod(lengths[axis + 1:]) * boxes[-1] for axis in range(ndim)]
     if ndim == 2 and lengths[0] == 1:
         rows[0] = 0  # one row: the kernel reads it from the input
-    return sum(rows[: max(0, ndim - 2)] if ncx else rows)
+    return sum(rows[:max(0, ndim - 2)] if ncx else rows)
 
 
 def running_boxes(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool) -> tuple[int, ...]:
@@ -363,10 +343,8 @@ def running_boxes(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool) 
 
     def boxes(cut: int, per_box: int, per_channels: int) -> tuple[int, ...]:
         """Axes ``1..cut`` of the cuttable ones in boxes of ``per_box`` outputs."""
-        return (
-            *(min(g.out, per_box) if axis in cuttable[:cut] else g.out for axis, g in enumerate(geometry)),
-            per_channels,
-        )
+        return (*(min(g.out, per_box) if axis in cuttable[:cut] else g.out for axis, g in enumerate(geometry)),
+                per_channels)
 
     def most_outputs(cut: int, per_channels: int) -> int:
         """The most outputs per box that fit the budget, cutting ``cut`` axes; at least 1."""

@@ -177,9 +177,8 @@ class _Crew:
                 self.forget()
             self.lock.release()
 
-    def _remember_lead(
-        self, pool: int, address: int, x: np.ndarray, out: np.ndarray, items: int, pieces: int, args: tuple
-    ) -> None:
+    def _remember_lead(self, pool: int, address: int, x: np.ndarray, out: np.ndarray, items: int, pieces: int,
+                       args: tuple) -> None:
         """Keep the entry point of the overload of lead that the dispatcher has just used for
         ``pool`` (its key: the types of the arguments, the star arguments as one tuple)."""
         from numba import typeof
@@ -198,9 +197,8 @@ class _Crew:
             entry = self.pools.get(pool)
             if entry is not None:
                 address, x_like, out_like, args = entry
-                result = self.compiled.serve(
-                    address, self.board, pool, x_like, out_like, self.spin_rounds, may_move, *args
-                )
+                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, may_move,
+                                             *args)
                 if result == self.compiled.MOVE:  # on the caller's CPU: elsewhere, then back to the job
                     may_move = self._pin(index, avoid=int(self.board[self.compiled.CALLER_CPU]))
                     continue
@@ -257,12 +255,10 @@ def _fork_locks() -> list[Any]:
     compiler = sys.modules.get("numba.core.compiler_lock")
     parallel = sys.modules.get("numba.np.ufunc.parallel")
     ffi = sys.modules.get("llvmlite.binding.ffi")
-    locks = [
-        _CREW_LOCK,
-        getattr(compiler, "global_compiler_lock", None),
-        getattr(parallel, "_backend_init_thread_lock", None),
-        getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None),
-    ]
+    locks = [_CREW_LOCK,
+             getattr(compiler, "global_compiler_lock", None),
+             getattr(parallel, "_backend_init_thread_lock", None),
+             getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None)]
     return [lock for lock in locks if hasattr(lock, "acquire") and hasattr(lock, "release")]
 
 
@@ -287,7 +283,8 @@ def _after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def _crew() -> _Crew | None:
@@ -299,11 +296,8 @@ def _crew() -> _Crew | None:
                     crew = _Crew()
                     crew.ensure_helpers(thread_count() - 1)  # as many as numba's setting at first use
                 except Exception as err:  # noqa: BLE001 - a numba without the internals crew.py uses
-                    warnings.warn(
-                        f"avgpool runs on one thread: its helper threads could not start ({err!r})",
-                        RuntimeWarning,
-                        stacklevel=3,
-                    )
+                    warnings.warn(f"avgpool runs on one thread: its helper threads could not start ({err!r})",
+                                  RuntimeWarning, stacklevel=3)
                     crew = None
                 _CREW.append(crew)
     return _CREW[0]

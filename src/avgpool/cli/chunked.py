@@ -40,9 +40,8 @@ def _refuse_nested(input_path: str, output: str) -> None:
     written into the input store)."""
     source, target = os.path.realpath(input_path), os.path.realpath(output)
     if os.path.commonpath([source, target]) in (source, target):
-        raise UsageError(
-            f"{output} is the input store {input_path}, holds it or is inside it: write the result elsewhere"
-        )
+        raise UsageError(f"{output} is the input store {input_path}, holds it or is inside it: "
+                         "write the result elsewhere")
 
 
 def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[Any, str | None, str]:
@@ -62,17 +61,15 @@ def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[
         array = tensor.array
         read = f"{'x'.join(map(str, array.shape))} {array.dtype}"
         if tensor.kind == "image":  # a picture is small: converted whole, as for a file output
-            array = files.as_pool_input(
-                array, dtype=args.dtype, image=True, channels_last=settings.channels_last, quantized=quantized
-            )
+            array = files.as_pool_input(array, dtype=args.dtype, image=True, channels_last=settings.channels_last,
+                                        quantized=quantized)
         chunks = _checked_chunks(args.chunks, array.ndim)
         # name=False: the graph's name is not a hash of the whole input
         x = da.from_array(array, chunks="auto" if chunks is None else chunks, name=False)
         kind, key = tensor.kind, tensor.key
     if x.ndim < 3:
-        raise UsageError(
-            f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... (at least 3 dimensions)"
-        )
+        raise UsageError(f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... "
+                         "(at least 3 dimensions)")
     if args.dtype and kind != "image":
         x = x.astype(args.dtype)
     if not x.dtype.isnative:  # zarr v2 stores big-endian arrays; the kernels read native numbers
@@ -82,10 +79,8 @@ def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[
 
 def _checked_chunks(chunks: Any, ndim: int) -> Any:
     if isinstance(chunks, tuple) and len(chunks) != ndim:
-        raise UsageError(
-            f"--chunks has {len(chunks)} values {','.join(map(str, chunks))} but the input has "
-            f"{ndim} axes: give one per axis (-1 for a whole axis) or auto"
-        )
+        raise UsageError(f"--chunks has {len(chunks)} values {','.join(map(str, chunks))} but the input has "
+                         f"{ndim} axes: give one per axis (-1 for a whole axis) or auto")
     return chunks
 
 
@@ -166,14 +161,9 @@ def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: An
     if args.dialect == "qlinear":
         attributes = qlinear_attributes(s)
         dtype = x.dtype if x.dtype in (np.dtype(np.uint8), np.dtype(np.int8)) else np.dtype(np.uint8)
-        return avgpool_dask.qlinear_average_pool(
-            x,
-            np.float32(s.x_scale),
-            np.array(s.x_zero_point, dtype=dtype),
-            np.float32(s.y_scale),
-            np.array(s.y_zero_point, dtype=dtype),
-            **attributes,
-        )
+        return avgpool_dask.qlinear_average_pool(x, np.float32(s.x_scale), np.array(s.x_zero_point, dtype=dtype),
+                                                 np.float32(s.y_scale), np.array(s.y_zero_point, dtype=dtype),
+                                                 **attributes)
     if args.dialect == "onnx":
         return avgpool_dask.average_pool(x, **onnx_attributes(s), opset=s.opset, layout=s.layout.value)
     spec, layout = _dialect_spec(args.dialect, s, x.shape, x.dtype)
@@ -257,16 +247,12 @@ def pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -
         _store(y, result, progress)
         if out_kind == "image" and settings.channels_last and result.ndim == 4:
             result = result.transpose(0, 3, 1, 2)
-        files.write_tensor(
-            args.output, result, key=args.output_key or files.safe_member_name(key or "y"), commit=commit
-        )
+        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(key or "y"),
+                           commit=commit)
     seconds = time.perf_counter() - started
     if not args.quiet:
         chunks = "x".join(str(max(c[0], 1)) for c in y.chunks)
-        print(
-            f"{args.input} {read} -> {dialect_label(args.dialect, settings)} "
-            f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} "
-            f"(chunks {chunks}) in {seconds:.2f} s",
-            file=stdout,
-        )
+        print(f"{args.input} {read} -> {dialect_label(args.dialect, settings)} "
+              f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} "
+              f"(chunks {chunks}) in {seconds:.2f} s", file=stdout)
     return 0

@@ -16,14 +16,10 @@ if TYPE_CHECKING:
 def add_parser(commands: argparse._SubParsersAction) -> None:
     from .flags import add_command
 
-    add_command(
-        commands,
-        "demo",
-        "compute the worked examples of the ONNX spec and compare with the published outputs",
-        "Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
-        "output and the published output side by side; then explain one case of semantics.md section 7.",
-        ["avgpool demo"],
-    )
+    add_command(commands, "demo", "compute the worked examples of the ONNX spec and compare with the published outputs",
+                "Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
+                "output and the published output side by side; then explain one case of semantics.md section 7.",
+                ["avgpool demo"])
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -77,14 +73,9 @@ def run_demo(out: TextIO | None = None) -> int:
         print(f"   from the {example.source}; opset {example.opset}; {attrs}", file=out)
         if example.notes:
             print(f"   note: {example.notes}", file=out)
-        print(
-            _side_by_side(
-                (f"input {example.x.shape}", _format(example.x)),
-                (f"avgpool {y.shape}", _format(y)),
-                (f"expected {example.expected.shape}", _format(example.expected)),
-            ),
-            file=out,
-        )
+        print(_side_by_side((f"input {example.x.shape}", _format(example.x)),
+                            (f"avgpool {y.shape}", _format(y)),
+                            (f"expected {example.expected.shape}", _format(example.expected))), file=out)
         print(file=out)
     total = len(EXAMPLES)
     print(f"{total - failures} of {total} worked examples match the published outputs.", file=out)
@@ -92,9 +83,6 @@ def run_demo(out: TextIO | None = None) -> int:
     print(f"== avgpool explain {' '.join(EXPLAIN_EXAMPLE.argv)}", file=out)
     print(f"   ({EXPLAIN_EXAMPLE.notes})", file=out)
     explain.command(_explain_args(list(EXPLAIN_EXAMPLE.argv)), out)
-    print(
-        "more: avgpool pool IN.npy|IN.png OUT.npy|OUT.png -k 3,3 ... (any dialect), "
-        "avgpool run MODEL.onnx --check (see avgpool COMMAND --help)",
-        file=out,
-    )
+    print("more: avgpool pool IN.npy|IN.png OUT.npy|OUT.png -k 3,3 ... (any dialect), "
+          "avgpool run MODEL.onnx --check (see avgpool COMMAND --help)", file=out)
     return 1 if failures else 0

@@ -91,11 +91,8 @@ class Interrupts:
     @contextlib.contextmanager
     def handling(self, *, program: bool) -> Iterator[bool]:
         """Handle Ctrl-C while the block runs, if this thread can; yields whether it does."""
-        if (
-            self.owner is not None
-            or threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-        ):
+        if (self.owner is not None or threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
             yield False
             return
         self.owner, self.phase, self.requested, self.again = threading.get_ident(), _BEFORE, False, False

@@ -21,28 +21,19 @@ if TYPE_CHECKING:
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     run = add_command(
-        commands,
-        "run",
-        "run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops",
+        commands, "run", "run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops",
         "Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, GlobalAveragePool and "
         "com.microsoft QLinearAveragePool (bound to the model's opset). Inputs come from .npy/.npz files or are "
         "generated (shapes from the model, symbolic dimensions set to 1); outputs go to NAME.npy files in "
         "--output-dir. --check runs the model in onnxruntime too and prints the max abs / rel differences (exit 1 "
         "beyond tolerance).",
-        [
-            "avgpool run model.onnx",
-            "avgpool run model.onnx --input data_0=x.npy --output-dir out",
-            "avgpool run model.onnx --generate ramp --check --rtol 1e-3",
-        ],
-    )
+        ["avgpool run model.onnx", "avgpool run model.onnx --input data_0=x.npy --output-dir out",
+         "avgpool run model.onnx --generate ramp --check --rtol 1e-3"])
     run.add_argument("model", help="the .onnx file")
     run.add_argument("--input", "-i", action="append", metavar="NAME=PATH", help="an input from .npy/.npz (repeatable)")
-    run.add_argument(
-        "--generate",
-        choices=["random", "ramp"],
-        default="random",
-        help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test ramp arange(n)/n",
-    )
+    run.add_argument("--generate", choices=["random", "ramp"], default="random",
+                     help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test "
+                          "ramp arange(n)/n")
     run.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
     run.add_argument("--output-dir", "-o", help="write every output to DIR/NAME.npy")
     run.add_argument("--opset", type=int, help="bind the pooling ops to this opset (default: the model's)")
@@ -140,13 +131,9 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     worst_ok = True
     for name, got, ref in zip(names, outputs, expected):
         abs_diff, rel_diff = avgpool_onnx.differences(ref, got)
-        ok = np.shape(got) == np.shape(ref) and bool(
-            np.allclose(got, ref, rtol=args.rtol, atol=args.atol, equal_nan=True)
-        )
+        ok = np.shape(got) == np.shape(ref) and bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol,
+                                                                equal_nan=True))
         worst_ok &= ok
-        print(
-            f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
-            f"[{'ok' if ok else 'DIFFERENT'} at rtol {args.rtol:g}, atol {args.atol:g}]",
-            file=stdout,
-        )
+        print(f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
+              f"[{'ok' if ok else 'DIFFERENT'} at rtol {args.rtol:g}, atol {args.atol:g}]", file=stdout)
     return 0 if worst_ok else 1

@@ -14,19 +14,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     from .flags import add_command
 
     warmup = add_command(
-        commands,
-        "warmup",
-        "load or compile the kernels ahead of the first call (container images, CI)",
+        commands, "warmup", "load or compile the kernels ahead of the first call (container images, CI)",
         "Make each kind of first call once, so that later processes start warm: where the package ships "
         "precompiled kernels for this CPU this only loads them; elsewhere it compiles them (up to a minute per "
         "dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).",
-        [
-            "avgpool warmup",
-            "avgpool warmup float32 qlinear-uint8",
-            "NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile",
-        ],
-        f"\nkinds: {', '.join(KINDS)}",
-    )
+        ["avgpool warmup", "avgpool warmup float32 qlinear-uint8",
+         "NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile"],
+        f"\nkinds: {', '.join(KINDS)}")
     warmup.add_argument("kinds", nargs="*", metavar="KIND", help="kinds to warm up (default: all)")
 
 
@@ -35,13 +29,10 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     from ..first_calls import cache_location, warmup
     from ..kernels import jit
 
-    warmup(
-        args.kinds or None, report=lambda kind, seconds: print(f"{kind:26s} {seconds:6.2f} s", file=stdout, flush=True)
-    )
+    warmup(args.kinds or None, report=lambda kind, seconds: print(f"{kind:26s} {seconds:6.2f} s", file=stdout,
+                                                                         flush=True))
     levels = jit.shipped_levels()
     print(f"precompiled kernels: {levels[0] if levels else 'none for this CPU, numba and Python'}", file=stdout)
-    print(
-        f"kernels compiled here are kept in: {cache_location() or 'no writable folder (set NUMBA_CACHE_DIR)'}",
-        file=stdout,
-    )
+    print(f"kernels compiled here are kept in: {cache_location() or 'no writable folder (set NUMBA_CACHE_DIR)'}",
+          file=stdout)
     return 0

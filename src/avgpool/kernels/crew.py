@@ -58,48 +58,38 @@ def _word_pointer(context, builder, array_type, array, index):
 @intrinsic
 def _load(typingctx, board, index):
     """``board[index]``, an atomic acquire load (never hoisted out of a loop)."""
-
     def codegen(context, builder, signature, args):
         return builder.load_atomic(_word_pointer(context, builder, signature.args[0], *args), "acquire", 8)
-
     return types.int64(board, index), codegen
 
 
 @intrinsic
 def _store(typingctx, board, index, value):
     """``board[index] = value``, an atomic release store."""
-
     def codegen(context, builder, signature, args):
-        builder.store_atomic(
-            args[2], _word_pointer(context, builder, signature.args[0], args[0], args[1]), "release", 8
-        )
+        builder.store_atomic(args[2], _word_pointer(context, builder, signature.args[0], args[0], args[1]),
+                             "release", 8)
         return context.get_dummy_value()
-
     return types.none(board, index, types.int64), codegen
 
 
 @intrinsic
 def _add(typingctx, board, index, value):
     """Atomically ``board[index] += value``."""
-
     def codegen(context, builder, signature, args):
-        builder.atomic_rmw(
-            "add", _word_pointer(context, builder, signature.args[0], args[0], args[1]), args[2], "seq_cst"
-        )
+        builder.atomic_rmw("add", _word_pointer(context, builder, signature.args[0], args[0], args[1]), args[2],
+                           "seq_cst")
         return context.get_dummy_value()
-
     return types.none(board, index, types.int64), codegen
 
 
 @intrinsic
 def _swap(typingctx, board, index, expected, value):
     """Compare-and-swap ``board[index]`` from ``expected`` to ``value``: True if it was done."""
-
     def codegen(context, builder, signature, args):
         pointer = _word_pointer(context, builder, signature.args[0], args[0], args[1])
         result = builder.cmpxchg(pointer, args[2], args[3], "seq_cst", "seq_cst")
         return builder.extract_value(result, 1)
-
     return types.boolean(board, index, types.int64, types.int64), codegen
 
 
@@ -111,12 +101,10 @@ def _call_c(builder, name, returns):
 @intrinsic
 def _pause(typingctx):
     """x86 ``pause``: a spin-wait hint that frees the core's resources between reads."""
-
     def codegen(context, builder, signature, args):
         if _X86:
             _call_c(builder, "llvm.x86.sse2.pause", ir.VoidType())
         return context.get_dummy_value()
-
     return types.none(), codegen
 
 
@@ -125,12 +113,10 @@ def _yield_core(typingctx):
     """``sched_yield()``: let another thread that is ready on this core run. A thread woken from
     sleep may land on its waker's core; spinning there would keep the other from running until
     the OS preempts the spinner (milliseconds)."""
-
     def codegen(context, builder, signature, args):
         if _POSIX:
             _call_c(builder, "sched_yield", ir.IntType(32))
         return context.get_dummy_value()
-
     return types.none(), codegen
 
 
@@ -138,12 +124,10 @@ def _yield_core(typingctx):
 def _current_cpu(typingctx):
     """The CPU the calling thread runs on (glibc's ``sched_getcpu``, a few nanoseconds), or -1
     where it is not known."""
-
     def codegen(context, builder, signature, args):
         if _LINUX:
             return builder.sext(_call_c(builder, "sched_getcpu", ir.IntType(32)), ir.IntType(64))
         return ir.Constant(ir.IntType(64), -1)
-
     return types.int64(), codegen
 
 
@@ -158,10 +142,8 @@ def _idle(rounds):
 @intrinsic
 def _pointer_like(typingctx, address, like):
     """The integer ``address`` as a pointer to elements of array type ``like``."""
-
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-
     return types.CPointer(like.dtype)(address, like), codegen
 
 
@@ -178,7 +160,6 @@ def call_native(typingctx, address, x, out, lo, hi, args):
         function = builder.inttoptr(llargs[0], function_type.as_pointer())
         status, _ = context.call_conv.call_function(builder, function, types.none, argtypes, values)
         return builder.not_(status.is_error)
-
     return types.boolean(address, x, out, lo, hi, args), codegen
 
 
@@ -264,7 +245,6 @@ def serve(kernel, board, pool, x_like, out_like, rounds, may_move, *args):
         idle += 1
     return 0
 
-
 def native_address(kernel, x, out, args) -> int:
     """The address of ``kernel`` compiled (or loaded from the cache) for C-contiguous arrays like
     ``x`` and ``out``, int64 bounds and ``args``: what :func:`lead` and :func:`serve` call."""
@@ -273,13 +253,8 @@ def native_address(kernel, x, out, args) -> int:
     if x.ndim == 1 and out.ndim == 1:
         signature = flat_signature(x.dtype, out.dtype, args)
     else:
-        signature = (
-            types.Array(typeof(x).dtype, x.ndim, "C"),
-            types.Array(typeof(out).dtype, out.ndim, "C"),
-            types.int64,
-            types.int64,
-            *(typeof(a) for a in args),
-        )
+        signature = (types.Array(typeof(x).dtype, x.ndim, "C"), types.Array(typeof(out).dtype, out.ndim, "C"),
+                     types.int64, types.int64, *(typeof(a) for a in args))
     result = compiled(kernel, signature)
     address = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
     if not address:

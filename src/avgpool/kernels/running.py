@@ -329,7 +329,8 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
             for i in range(m):
                 out[w + i] = 0.0 * scale * scales[t1 + i]
             continue
-        a, b = _vertical_step(x, U(p_in), width, width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line, lead)
+        a, b = _vertical_step(x, U(p_in), width, width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line,
+                              lead)
         _contiguous_sums(line, width, n1, kernel, clipped, firsts, counts, t1, sums)
         _scale_line(sums, out, w, m, scale, scales, t1)
 
@@ -435,9 +436,8 @@ def _row_step(x, p, box, dims, q, runs, run, f, e, a, b, to_int, ints, lead):
     along axis 0 (``runs`` runs of ``run`` values each, :func:`_box_runs`), kept one after the
     other from ``ints[lead]``. Returns (f, e)."""
     for s in range(runs):
-        _vertical_step(
-            x, p + U(_run_start(box, dims, q, s)), dims[0, _STRIDE], run, f, e, a, b, to_int, ints, lead + U(s * run)
-        )
+        _vertical_step(x, p + U(_run_start(box, dims, q, s)), dims[0, _STRIDE], run, f, e, a, b, to_int, ints,
+                       lead + U(s * run))
     return f, e
 
 
@@ -449,33 +449,8 @@ def _box_first(firsts, counts, at, lo):
 
 
 @kernel(**COMPUTE)
-def _last_level(
-    x,
-    from_x,
-    src_at,
-    src_stride,
-    ints,
-    levels,
-    last,
-    r,
-    out,
-    p_out,
-    axes,
-    firsts,
-    counts,
-    scales,
-    ncx,
-    pad_begin,
-    kernel,
-    clipped,
-    to_int,
-    unit,
-    line,
-    sums,
-    row_factors,
-    box,
-    channels,
-):
+def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out, axes, firsts, counts, scales, ncx,
+                pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels):
     """Every output of the box along axis ``last`` (the last spatial axis of an NXC slab, the
     one before it of an NCX slab) for output row ``r`` of the axes before it, whose running sums
     stand in ``ints`` from ``src_at`` (level ``last - 1``), or ``from_x``: the input's rows from
@@ -515,29 +490,8 @@ def _last_level(
 
 
 @kernel(**COMPUTE)
-def _sweep(
-    x,
-    p_in,
-    out,
-    p_out,
-    axes,
-    firsts,
-    counts,
-    scales,
-    ncx,
-    pad_begin,
-    kernel,
-    clipped,
-    unit,
-    ints,
-    levels,
-    state,
-    line,
-    sums,
-    row_factors,
-    dims,
-    box,
-):
+def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
+           state, line, sums, row_factors, dims, box):
     """The outputs of one box of a slab (NXC, or NCX of 3 or more axes), in one sweep along axis
     0: level ``i`` is the running sum along axis ``i`` of rows of ``levels[i, 0]`` values (the
     product of the box's later lengths and channels) of level ``i - 1`` (level 0: of the input,
@@ -549,33 +503,8 @@ def _sweep(
     to_int = 1.0 / unit
     channels, c0 = dims[ndim - 1, _STRIDE], box[ndim, _LO]
     if last == 0:
-        _last_level(
-            x,
-            True,
-            p_in + c0,
-            channels,
-            ints,
-            levels,
-            last,
-            0,
-            out,
-            p_out,
-            axes,
-            firsts,
-            counts,
-            scales,
-            ncx,
-            pad_begin,
-            kernel,
-            clipped,
-            to_int,
-            unit,
-            line,
-            sums,
-            row_factors,
-            box,
-            channels,
-        )
+        _last_level(x, True, p_in + c0, channels, ints, levels, last, 0, out, p_out, axes, firsts, counts, scales, ncx,
+                    pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
         return
     if last == 1 and not ncx and axes[0, 0] == 1:
         # a 2-D NXC slab of one row (N, 1, W, C): each window along the first axis holds that row
@@ -584,33 +513,8 @@ def _sweep(
         src = p_in + box[1, _LO] * channels + c0
         for o in range(axes[0, 1]):
             if counts[axes[0, 2] + o] > 0:
-                _last_level(
-                    x,
-                    True,
-                    src,
-                    channels,
-                    ints,
-                    levels,
-                    last,
-                    o,
-                    out,
-                    p_out,
-                    axes,
-                    firsts,
-                    counts,
-                    scales,
-                    ncx,
-                    pad_begin,
-                    kernel,
-                    clipped,
-                    to_int,
-                    unit,
-                    line,
-                    sums,
-                    row_factors,
-                    box,
-                    channels,
-                )
+                _last_level(x, True, src, channels, ints, levels, last, o, out, p_out, axes, firsts, counts, scales,
+                            ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
                 continue
             row_scale = unit * row_factors[o]
             for o1 in range(box[1, _U0], box[1, _U1]):  # no valid tap: 0 * (1/0) is NaN unless padding counts
@@ -635,13 +539,11 @@ def _sweep(
         f = _box_first(firsts, counts, t + o, box[i, _LO])
         e = f + counts[t + o]
         if i == 0:
-            a, b = _row_step(
-                x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], to_int, ints, U(levels[0, 1])
-            )
+            a, b = _row_step(x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], to_int, ints,
+                             U(levels[0, 1]))
         else:
-            a, b = _int_step(
-                ints, U(levels[i - 1, 1]), levels[i, 0], f, e, state[i, 1], state[i, 2], ints, U(levels[i, 1])
-            )
+            a, b = _int_step(ints, U(levels[i - 1, 1]), levels[i, 0], f, e, state[i, 1], state[i, 2], ints,
+                             U(levels[i, 1]))
         state[i, 1], state[i, 2] = a, b
         if i + 1 < last:
             level = i + 1
@@ -650,147 +552,36 @@ def _sweep(
         r = 0  # the output row of the levels above the last
         for j in range(last):
             r = r * axes[j, 1] + state[j, 0]
-        _last_level(
-            x,
-            False,
-            levels[last - 1, 1],
-            levels[last, 0],
-            ints,
-            levels,
-            last,
-            r,
-            out,
-            p_out,
-            axes,
-            firsts,
-            counts,
-            scales,
-            ncx,
-            pad_begin,
-            kernel,
-            clipped,
-            to_int,
-            unit,
-            line,
-            sums,
-            row_factors,
-            box,
-            channels,
-        )
+        _last_level(x, False, levels[last - 1, 1], levels[last, 0], ints, levels, last, r, out, p_out, axes, firsts,
+                    counts, scales, ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box,
+                    channels)
         state[i, 0] += 1
 
 
 @kernel(**COMPUTE)
-def _exact_stream(
-    x,
-    p_in,
-    out,
-    p_out,
-    axes,
-    firsts,
-    counts,
-    scales,
-    ncx,
-    pad_begin,
-    kernel,
-    clipped,
-    unit,
-    ints,
-    levels,
-    state,
-    line,
-    sums,
-    row_factors,
-    boxed,
-    dims,
-    box,
-):
+def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints,
+                  levels, state, line, sums, row_factors, boxed, dims, box):
     """A slab of any other shape (NXC, or NCX of 3 or more axes): box by box when ``boxed``
     (:func:`_sweep` each; the boxes' windows share no running sum, so the integers summed are
     the same), else in one sweep (``box`` and ``levels`` hold the whole slab's)."""
     if not boxed:
-        _sweep(
-            x,
-            p_in,
-            out,
-            p_out,
-            axes,
-            firsts,
-            counts,
-            scales,
-            ncx,
-            pad_begin,
-            kernel,
-            clipped,
-            unit,
-            ints,
-            levels,
-            state,
-            line,
-            sums,
-            row_factors,
-            dims,
-            box,
-        )
+        _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
+               state, line, sums, row_factors, dims, box)
         return
     for d in range(dims.shape[0]):
         dims[d, _AT] = 0
     while True:
         _set_box(axes, firsts, counts, dims, box)
         _box_levels(box, ncx, levels)
-        _sweep(
-            x,
-            p_in,
-            out,
-            p_out,
-            axes,
-            firsts,
-            counts,
-            scales,
-            ncx,
-            pad_begin,
-            kernel,
-            clipped,
-            unit,
-            ints,
-            levels,
-            state,
-            line,
-            sums,
-            row_factors,
-            dims,
-            box,
-        )
+        _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
+               state, line, sums, row_factors, dims, box)
         if not _next_box(axes, dims):
             return
 
 
 @kernel(**COMPUTE)
-def _exact_group(
-    x,
-    bits,
-    out,
-    b,
-    slabs,
-    slab_in,
-    slab_out,
-    axes,
-    firsts,
-    counts,
-    scales,
-    passes,
-    headroom,
-    row_factors,
-    streamed,
-    ints,
-    levels,
-    state,
-    line,
-    sums,
-    boxed,
-    dims,
-    box,
-):
+def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
+                 row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
     """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails
     (one ``q`` for them all). NCX passes the contiguous axis's (pad_begin, kernel, clipped).
     ``streamed``: 1-D NCX lines, or 2-D NCX planes of one row, go through :func:`_streamed_lines`."""
@@ -802,23 +593,8 @@ def _exact_group(
     ncx = passes[0, 5] > 0
     pad_begin, kernel, clipped = passes[0, 3], passes[0, 4], passes[0, 6] > 0
     if streamed and ndim == 1:
-        _streamed_lines(
-            x,
-            b * slab_in,
-            slabs,
-            axes[0, 0],
-            axes[0, 1],
-            pad_begin,
-            kernel,
-            1.0 / unit,
-            line,
-            sums,
-            out,
-            b * slab_out,
-            unit,
-            scales,
-            axes[0, 2],
-        )
+        _streamed_lines(x, b * slab_in, slabs, axes[0, 0], axes[0, 1], pad_begin, kernel, 1.0 / unit, line, sums, out,
+                        b * slab_out, unit, scales, axes[0, 2])
         return True
     if streamed:  # 2-D planes of one row: each output row is that row's line, or nothing
         n0, t0, n1, t1 = axes[0, 1], axes[0, 2], axes[1, 1], U(axes[1, 2])
@@ -827,89 +603,23 @@ def _exact_group(
                 scale = unit * scales[t0 + o]
                 w = s * slab_out + o * n1
                 if counts[t0 + o] > 0:
-                    _streamed_lines(
-                        x,
-                        s * slab_in,
-                        1,
-                        axes[1, 0],
-                        n1,
-                        pad_begin,
-                        kernel,
-                        1.0 / unit,
-                        line,
-                        sums,
-                        out,
-                        w,
-                        scale,
-                        scales,
-                        axes[1, 2],
-                    )
+                    _streamed_lines(x, s * slab_in, 1, axes[1, 0], n1, pad_begin, kernel, 1.0 / unit, line, sums, out,
+                                    w, scale, scales, axes[1, 2])
                     continue
                 for i in range(U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
                     out[U(w) + i] = 0.0 * scale * scales[t1 + i]
         return True
     if ncx and ndim == 1:
-        _running_lines(
-            x,
-            b * slab_in,
-            slabs,
-            axes[0, 0],
-            axes[0, 1],
-            pad_begin,
-            kernel,
-            1.0 / unit,
-            line,
-            sums,
-            out,
-            b * slab_out,
-            unit,
-            scales,
-            axes[0, 2],
-        )
+        _running_lines(x, b * slab_in, slabs, axes[0, 0], axes[0, 1], pad_begin, kernel, 1.0 / unit, line, sums, out,
+                       b * slab_out, unit, scales, axes[0, 2])
         return True
     for s in range(b, b + slabs):
         if ncx and ndim == 2:
-            _exact_plane(
-                x,
-                s * slab_in,
-                out,
-                s * slab_out,
-                axes,
-                firsts,
-                counts,
-                scales,
-                pad_begin,
-                kernel,
-                clipped,
-                unit,
-                line,
-                sums,
-            )
+            _exact_plane(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, pad_begin, kernel, clipped,
+                         unit, line, sums)
         else:
-            _exact_stream(
-                x,
-                s * slab_in,
-                out,
-                s * slab_out,
-                axes,
-                firsts,
-                counts,
-                scales,
-                ncx,
-                pad_begin,
-                kernel,
-                clipped,
-                unit,
-                ints,
-                levels,
-                state,
-                line,
-                sums,
-                row_factors,
-                boxed,
-                dims,
-                box,
-            )
+            _exact_stream(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, ncx, pad_begin, kernel,
+                          clipped, unit, ints, levels, state, line, sums, row_factors, boxed, dims, box)
     return True
 
 
@@ -922,7 +632,7 @@ def _cache_aligned(size, first):
     to 0.321 ms (all eight offsets measured), against 0.366 as allocated."""
     spare = np.empty(size + LANES, np.int64)
     skip = (-(spare.ctypes.data // 8 + first)) % LANES
-    return spare[skip : skip + size]
+    return spare[skip:skip + size]
 
 
 @kernel(**COMPUTE)
@@ -941,31 +651,9 @@ def _most_held(axes, firsts, counts, ncx, dims, box, levels):
 
 
 @kernel(entry=True, **JIT)
-def pool_slabs_exact(
-    x,
-    out,
-    start,
-    stop,
-    group,
-    band,
-    axes,
-    firsts,
-    counts,
-    splits,
-    scales,
-    channels,
-    scratch_size,
-    global_scale,
-    plane_masks,
-    plane_factors,
-    passes,
-    headroom,
-    row_factors,
-    int_size,
-    box_outputs,
-    exact_group,
-    fallback,
-):
+def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
+                     global_scale, plane_masks, plane_factors, passes, headroom, row_factors, int_size, box_outputs,
+                     exact_group, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``exact_group`` slabs exactly
     in int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
     (whose arguments come first), called at its native address ``fallback``: linked in, it
@@ -999,9 +687,8 @@ def pool_slabs_exact(
         raise RuntimeError("the exact kernel was given too little scratch for its running sums")
     ints = np.empty(int_size, np.int64)
     # a 1-D NCX line, or the one row of 2-D NCX planes, longer than WHOLE_LINE_MAX or clipped
-    streamed = (
-        ncx and (ndim == 1 or (ndim == 2 and axes[0, 0] == 1)) and (passes[0, 6] > 0 or passes[0, 5] > WHOLE_LINE_MAX)
-    )
+    streamed = ncx and (ndim == 1 or (ndim == 2 and axes[0, 0] == 1)) and (passes[0, 6] > 0
+                                                                          or passes[0, 5] > WHOLE_LINE_MAX)
     if streamed:  # _streamed_lines: the values leaving and entering a chunk of windows
         line = _cache_aligned(2 * LINE_CHUNK, 0)
         sums = _cache_aligned(LINE_CHUNK, 0)
@@ -1014,80 +701,16 @@ def pool_slabs_exact(
         sums = _cache_aligned(most + LANES, 0)
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
-        if _exact_group(
-            x,
-            bits,
-            out,
-            b,
-            slabs,
-            slab_in,
-            slab_out,
-            axes,
-            firsts,
-            counts,
-            scales,
-            passes,
-            headroom,
-            row_factors,
-            streamed,
-            ints,
-            levels,
-            state,
-            line,
-            sums,
-            boxed,
-            dims,
-            box,
-        ):
+        if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
+                        row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
             continue
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
-            if _exact_group(
-                x,
-                bits,
-                out,
-                s,
-                1,
-                slab_in,
-                slab_out,
-                axes,
-                firsts,
-                counts,
-                scales,
-                passes,
-                headroom,
-                row_factors,
-                streamed,
-                ints,
-                levels,
-                state,
-                line,
-                sums,
-                boxed,
-                dims,
-                box,
-            ):
+            if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
+                            row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
                 continue
-            if not call_native(
-                fallback,
-                x,
-                out,
-                s,
-                s + 1,
-                (
-                    group,
-                    band,
-                    axes,
-                    firsts,
-                    counts,
-                    splits,
-                    scales,
-                    channels,
-                    scratch_size,
-                    global_scale,
-                    plane_masks,
-                    plane_factors,
-                ),
-            ):
+            if not call_native(fallback, x, out, s, s + 1, (group, band, axes, firsts, counts, splits, scales,
+                                                            channels, scratch_size, global_scale, plane_masks,
+                                                            plane_factors)):
                 raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")

@@ -35,26 +35,8 @@ TILE_MAX_LENGTH = 2048
 
 
 @kernel(**COMPUTE)
-def _one_pass(
-    src,
-    s_base,
-    dst,
-    d_base,
-    axes,
-    axis,
-    outer,
-    inner,
-    firsts,
-    counts,
-    splits,
-    scales,
-    prefix,
-    suffix,
-    acc,
-    u0,
-    u1,
-    tiles,
-):
+def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, splits, scales, prefix, suffix,
+              acc, u0, u1, tiles):
     """One pass along ``axis``, its outputs ``u0..u1`` (a band only for direct sums, ``outer == 1``)."""
     length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
     dil, stride, block, lo, hi = axes[axis, 3], axes[axis, 4], axes[axis, 5], axes[axis, 6], axes[axis, 7]
@@ -64,44 +46,11 @@ def _one_pass(
         s_base, d_base, outer = s_base + whole * length, d_base + whole * n_out, outer - whole
     if block > 0:
         for a in range(outer):
-            block_pass(
-                src,
-                s_base + a * length * inner,
-                dst,
-                d_base + a * n_out * inner,
-                length,
-                n_out,
-                inner,
-                t0,
-                splits,
-                scales,
-                dil,
-                block,
-                prefix,
-                suffix,
-            )
+            block_pass(src, s_base + a * length * inner, dst, d_base + a * n_out * inner, length, n_out, inner, t0,
+                        splits, scales, dil, block, prefix, suffix)
     else:
-        direct_pass(
-            src,
-            s_base,
-            dst,
-            d_base,
-            outer,
-            length,
-            n_out,
-            inner,
-            t0,
-            firsts,
-            counts,
-            scales,
-            dil,
-            stride,
-            lo,
-            hi,
-            acc,
-            u0,
-            u1,
-        )
+        direct_pass(src, s_base, dst, d_base, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride,
+                     lo, hi, acc, u0, u1)
 
 
 @kernel(**COMPUTE)
@@ -121,9 +70,9 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
     dil, stride, block, lo, hi = axes[axis, 3], axes[axis, 4], axes[axis, 5], axes[axis, 6], axes[axis, 7]
     rows = TILE_ROWS
     n_in = U(length * rows)
-    tile_in, tile_out = tiles[:n_in], tiles[n_in : n_in + U(n_out * rows)]
+    tile_in, tile_out = tiles[:n_in], tiles[n_in:n_in + U(n_out * rows)]
     rest = n_in + U(n_out * rows)
-    prefix, suffix, acc = tiles[rest : rest + n_in], tiles[rest + n_in : rest + 2 * n_in], tiles[rest + 2 * n_in :]
+    prefix, suffix, acc = tiles[rest:rest + n_in], tiles[rest + n_in:rest + 2 * n_in], tiles[rest + 2 * n_in:]
     r_step = U(rows)
     for a0 in range(0, outer, rows):
         p = U(s_base + a0 * length)
@@ -133,31 +82,11 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
             for r in range(r_step):
                 tile_in[q + r] = src[p + r * n + t]
         if block > 0:
-            block_pass(
-                tile_in, ZERO, tile_out, ZERO, length, n_out, rows, t0, splits, scales, dil, block, prefix, suffix
-            )
+            block_pass(tile_in, ZERO, tile_out, ZERO, length, n_out, rows, t0, splits, scales, dil, block, prefix,
+                        suffix)
         else:
-            direct_pass(
-                tile_in,
-                ZERO,
-                tile_out,
-                ZERO,
-                ONE,
-                length,
-                n_out,
-                rows,
-                t0,
-                firsts,
-                counts,
-                scales,
-                dil,
-                stride,
-                lo,
-                hi,
-                acc,
-                ZERO,
-                n_out,
-            )
+            direct_pass(tile_in, ZERO, tile_out, ZERO, ONE, length, n_out, rows, t0, firsts, counts, scales, dil,
+                         stride, lo, hi, acc, ZERO, n_out)
         p = U(d_base + a0 * n_out)
         m = U(n_out)
         for o in range(m):
@@ -167,7 +96,8 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
 
 
 @kernel(**COMPUTE)
-def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size, tiles):
+def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size,
+                tiles):
     """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``, ``group`` slabs
     at a time (consecutive slabs are just more outer rows of each pass, so the set-up of each
     vector loop is paid once per group; the engine sizes groups to stay in cache). A slab too
@@ -184,7 +114,7 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
     ndim = axes.shape[0]
     ping, pong = 0, group * size
     rest = 2 * group * size
-    pre, suf, acc = scratch[rest : rest + size], scratch[rest + size : rest + 2 * size], scratch[rest + 2 * size :]
+    pre, suf, acc = scratch[rest:rest + size], scratch[rest + size:rest + 2 * size], scratch[rest + 2 * size:]
     slab_in, row_out = channels, channels
     for axis in range(ndim):
         slab_in *= axes[axis, 0]
@@ -207,89 +137,17 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
                 previous = pong if axis % 2 == 0 else ping
                 following = ping if axis % 2 == 0 else pong
                 if axis == 0 and ndim == 1:
-                    _one_pass(
-                        x,
-                        b * slab_in,
-                        out,
-                        b * slab_out + u0 * row_out,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    _one_pass(x, b * slab_in, out, b * slab_out + u0 * row_out, axes, axis, outer, inner, firsts,
+                              counts, splits, scales, pre, suf, acc, v0, v1, tiles)
                 elif axis == 0:
-                    _one_pass(
-                        x,
-                        b * slab_in,
-                        scratch,
-                        following,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    _one_pass(x, b * slab_in, scratch, following, axes, axis, outer, inner, firsts, counts, splits,
+                              scales, pre, suf, acc, v0, v1, tiles)
                 elif axis == ndim - 1:
-                    _one_pass(
-                        scratch,
-                        previous,
-                        out,
-                        b * slab_out + u0 * row_out,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    _one_pass(scratch, previous, out, b * slab_out + u0 * row_out, axes, axis, outer, inner, firsts,
+                              counts, splits, scales, pre, suf, acc, v0, v1, tiles)
                 else:
-                    _one_pass(
-                        scratch,
-                        previous,
-                        scratch,
-                        following,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    _one_pass(scratch, previous, scratch, following, axes, axis, outer, inner, firsts, counts, splits,
+                              scales, pre, suf, acc, v0, v1, tiles)
 
 
 @kernel(fastmath={"reassoc"}, **COMPUTE)
@@ -331,30 +189,13 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
 
 
 @kernel(entry=True, **JIT)
-def pool_slabs(
-    x,
-    out,
-    start,
-    stop,
-    group,
-    band,
-    axes,
-    firsts,
-    counts,
-    splits,
-    scales,
-    channels,
-    scratch_size,
-    global_scale,
-    plane_masks,
-    plane_factors,
-):
+def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
+               global_scale, plane_masks, plane_factors):
     """Pool slabs ``start..stop`` (any thread: the GIL is released). ``plane_masks`` and
     ``plane_factors``: the tables of :mod:`.small_planes` (empty where it is not used)."""
     if axes[0, 8] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
-        pool_small_planes(
-            x, out, start, stop, axes, plane_masks, plane_factors, np.empty(plane_factors.shape[0] // 2 + 2)
-        )
+        pool_small_planes(x, out, start, stop, axes, plane_masks, plane_factors,
+                          np.empty(plane_factors.shape[0] // 2 + 2))
         return
     scratch = np.empty((2 * group + 3) * scratch_size)
     if global_scale > 0:
@@ -364,46 +205,13 @@ def pool_slabs(
     for axis in range(axes.shape[0]):
         if axes[axis, 0] <= TILE_MAX_LENGTH:
             longest = max(longest, _tile_scratch(axes[axis, 0], axes[axis, 1]))
-    _pool_slabs(
-        x,
-        out,
-        start,
-        stop,
-        group,
-        band,
-        axes,
-        firsts,
-        counts,
-        splits,
-        scales,
-        channels,
-        scratch,
-        scratch_size,
-        np.empty(longest),
-    )
+    _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch,
+                scratch_size, np.empty(longest))
 
 
 @kernel(entry=True, **JIT)
-def pool_slabs_16(
-    bits,
-    out_bits,
-    start,
-    stop,
-    group,
-    band,
-    axes,
-    firsts,
-    counts,
-    splits,
-    scales,
-    channels,
-    scratch_size,
-    global_scale,
-    plane_masks,
-    plane_factors,
-    bfloat16,
-    block_slabs,
-):
+def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels,
+                  scratch_size, global_scale, plane_masks, plane_factors, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
     ``block_slabs`` slabs are widened to float32, pooled in float64 and rounded once back."""
     slab_in, slab_out = channels, channels
@@ -415,22 +223,6 @@ def pool_slabs_16(
     for b in range(start, stop, block_slabs):
         n = min(block_slabs, stop - b)
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
-        pool_slabs(
-            wide_in,
-            wide_out,
-            0,
-            n,
-            group,
-            band,
-            axes,
-            firsts,
-            counts,
-            splits,
-            scales,
-            channels,
-            scratch_size,
-            global_scale,
-            plane_masks,
-            plane_factors,
-        )
-        narrow(wide_out[: n * slab_out], out_bits, b * slab_out, bfloat16)
+        pool_slabs(wide_in, wide_out, 0, n, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
+                   global_scale, plane_masks, plane_factors)
+        narrow(wide_out[:n * slab_out], out_bits, b * slab_out, bfloat16)

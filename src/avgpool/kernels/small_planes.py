@@ -37,28 +37,14 @@ def pool_small_planes(x, out, start, stop, axes, masks, factors, sums):
     plane = axes[0, 0] * width
     block = factors.shape[0] // 2
     # each table as an array of its own: LLVM vectorised the loops over one shared array 5x slower
-    _pool_blocks(
-        x,
-        out,
-        start,
-        stop,
-        block // plane,
-        plane,
-        width,
-        axes[0, 8] > 0,
-        axes[1, 8] > 0,
-        masks[:block],
-        masks[block : 2 * block],
-        masks[2 * block : 3 * block],
-        masks[3 * block :],
-        factors[:block],
-        factors[block:],
-        sums,
-    )
+    _pool_blocks(x, out, start, stop, block // plane, plane, width, axes[0, 8] > 0, axes[1, 8] > 0,
+                 masks[:block], masks[block:2 * block], masks[2 * block:3 * block], masks[3 * block:],
+                 factors[:block], factors[block:], sums)
 
 
 @kernel(**COMPUTE)
-def _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, up, down, left, right, factor0, factor1, sums):
+def _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, up, down, left, right, factor0, factor1,
+                 sums):
     """:func:`pool_small_planes` with its tables apart: ``up``/``down`` mask the taps a row above
     and below (``tall``: the first axis has three taps), ``left``/``right`` those a column to
     either side (``wide``)."""
