@@ -27,23 +27,41 @@ def _kernel_factor(first_tap_position: np.ndarray, kernel: int, dilation: int, l
     return kernel - before - after
 
 
-def apply_onednn_empty_windows(out: np.ndarray, spec: PoolSpec, input_shape: tuple[int, ...]) -> np.ndarray:
-    """Overwrite, in an NCX output of ``spec``, the empty windows whose oneDNN divisor is negative."""
+def empty_window_factors(spec: PoolSpec, input_shape: tuple[int, ...]) -> list[np.ndarray] | None:
+    """oneDNN's per-axis divisor factors of ``spec``'s windows on an NCX input of ``input_shape``,
+    or None where no window's is negative (then the engine's output is already the plugin's)."""
     plans = make_plan(spec, tuple(input_shape[2:]))
     any_pad = any(p.geometry.pad_begin or p.geometry.pad_end for p in plans)
     if spec.divisor is Divisor.FULL_KERNEL or (spec.divisor is Divisor.FULL_KERNEL_IF_PADDED and any_pad):
-        return out  # a full-kernel divisor gives 0 / k = +0, as the engine does
+        return None  # a full-kernel divisor gives 0 / k = +0, as the engine does
     factors = []
     for p in plans:
         g = p.geometry
         starts = np.arange(g.out, dtype=np.int64) * g.stride - g.pad_begin
         factors.append(_kernel_factor(starts, g.kernel, g.dilation, g.length))
     if not any((f < 0).any() for f in factors):
-        return out  # the usual case: no window starts past the end by a whole dilation step
+        return None  # the usual case: no window starts past the end by a whole dilation step
+    return factors
+
+
+def write_empty_windows(out: np.ndarray, factors: list[np.ndarray]) -> bool:
+    """Overwrite, in an NCX output (or a block of one) whose spatial outputs have these per-axis
+    factors, the windows whose product of factors is negative with their signed zero; whether
+    there was any."""
     grids = np.meshgrid(*factors, indexing="ij", sparse=True)
     nonzero = functools.reduce(np.logical_and, [g != 0 for g in grids])
     negatives = functools.reduce(np.add, [(g < 0).astype(np.int64) for g in grids])
     signed = nonzero & (negatives > 0)
+    if not signed.any():
+        return False
     zeros = np.where(negatives % 2 == 1, -0.0, 0.0)
     out[..., signed] = np.broadcast_to(zeros, signed.shape)[signed].astype(out.dtype)
+    return True
+
+
+def apply_onednn_empty_windows(out: np.ndarray, spec: PoolSpec, input_shape: tuple[int, ...]) -> np.ndarray:
+    """Overwrite, in an NCX output of ``spec``, the empty windows whose oneDNN divisor is negative."""
+    factors = empty_window_factors(spec, input_shape)
+    if factors is not None:
+        write_empty_windows(out, factors)
     return out

@@ -114,39 +114,19 @@ def _onednn_empty_windows(y: Any, spec: Any, input_shape: tuple[int, ...]) -> An
     """``y`` (the lazy NCX output of ``spec``) with OpenVINO's empty windows written as its CPU
     kernels compute them, chunk by chunk: what :func:`avgpool.empty_windows.apply_onednn_empty_windows`
     does to a whole output (the same per-axis divisor factors, cut to each chunk)."""
-    import functools
-
     import numpy as np
 
-    from ..empty_windows import _kernel_factor
-    from ..plan import make_plan
-    from ..spec import Divisor
+    from ..empty_windows import empty_window_factors, write_empty_windows
 
-    plans = make_plan(spec, tuple(input_shape[2:]))
-    any_pad = any(p.geometry.pad_begin or p.geometry.pad_end for p in plans)
-    if spec.divisor is Divisor.FULL_KERNEL or (spec.divisor is Divisor.FULL_KERNEL_IF_PADDED and any_pad):
-        return y  # a full-kernel divisor gives 0 / k = +0, as the engine does
-    factors = []
-    for p in plans:
-        g = p.geometry
-        starts = np.arange(g.out, dtype=np.int64) * g.stride - g.pad_begin
-        factors.append(_kernel_factor(starts, g.kernel, g.dilation, g.length))
-    if not any((f < 0).any() for f in factors):
-        return y  # the usual case: no window starts past the end by a whole dilation step
+    factors = empty_window_factors(spec, input_shape)
+    if factors is None:
+        return y
 
     def write(block: np.ndarray, block_info: Any = None) -> np.ndarray:
         where = block_info[0]["array-location"][2:]
         cut = [f[a:b] for f, (a, b) in zip(factors, where)]
-        grids = np.meshgrid(*cut, indexing="ij", sparse=True)
-        nonzero = functools.reduce(np.logical_and, [g != 0 for g in grids])
-        negatives = functools.reduce(np.add, [(g < 0).astype(np.int64) for g in grids])
-        signed = nonzero & (negatives > 0)
-        if not signed.any():
-            return block
-        block = block.copy()
-        zeros = np.where(negatives % 2 == 1, -0.0, 0.0)
-        block[..., signed] = np.broadcast_to(zeros, signed.shape)[signed].astype(block.dtype)
-        return block
+        written = block.copy()
+        return written if write_empty_windows(written, cut) else block
 
     return y.map_blocks(write, dtype=y.dtype, meta=np.empty((0,) * y.ndim, y.dtype))
 
