@@ -27,12 +27,7 @@ CLI = ("avgpool.cli",)
 CLI_ENTRY = ("avgpool.__main__",)  # python -m avgpool
 
 #: (importer, imported) -> why it is still there. Remove the entry with the import.
-KNOWN_EXCEPTIONS = {
-    ("avgpool.qlinear_engine", "avgpool.dialects.qlinear"):
-        "the QLinear engine validates the attributes with its dialect's geometry (moves out with a shared engine)",
-    ("avgpool.tiles", "avgpool.dialects.qlinear"):
-        "QLinear tiles rebuild the dialect's geometry for each tile (goes with the one above)",
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def module_name(path: Path, package: Path) -> str:

@@ -278,10 +278,9 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
                             scalars = random_scalars(rng, dtype)
                             got = compare(runner, x, *scalars, attrs)
                             assert not isinstance(got, Exception), (kernel, strides, pads, spatial)
-                            prepared = qlinear_engine.prepare(x.shape, x.dtype, kernel, strides,
-                                                              None if isinstance(pads, str) else pads,
-                                                              pads if isinstance(pads, str) else "NOTSET", ceil_mode,
-                                                              cip, 1)
+                            prepared = qlinear.prepare(x.shape, x.dtype, kernel, strides,
+                                                       None if isinstance(pads, str) else pads,
+                                                       pads if isinstance(pads, str) else "NOTSET", ceil_mode, cip, 1)
                             assert prepared.kind == qlinear_engine._GENERAL_NXC
                             assert prepared.tables[0][qlinear_kernels.DEQUANT] == dequant
     finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from avgpool import AvgPoolError, qlinear, qlinear_engine, tuning
+from avgpool import AvgPoolError, qlinear, tuning
 from avgpool.qlinear import qlinear_average_pool
 
 SCALARS = (0.1, 3, 0.2, 5)
@@ -69,7 +69,7 @@ def test_out_gets_the_bits_of_a_call_without_it(case, channels_last, dtype, thre
     x, attrs = _input(case, dtype, channels_last, threaded)
     want = qlinear_average_pool(x, *SCALARS, **attrs)
     if threaded and case == "general":
-        assert qlinear_engine.prepare(x.shape, x.dtype, *(attrs.get(name) for name in (
+        assert qlinear.prepare(x.shape, x.dtype, *(attrs.get(name) for name in (
             "kernel_shape", "strides", "pads")), "NOTSET", 0, 0, channels_last).pieces > 1
     for call in _calls(x, attrs):
         out = np.full(want.shape, 77, x.dtype)

@@ -48,6 +48,7 @@ from . import tiles
 from .dialects import onnx as onnx_dialect
 from .dialects import qlinear as qlinear_dialect
 from .errors import AvgPoolError, error_context
+from .quantized import Geometry
 from .shape import AxisGeometry
 from .spec import Layout, PoolSpec
 
@@ -92,15 +93,14 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     x = _as_dask(x)
     with error_context(qlinear_dialect.LABEL):
         qlinear_dialect.check_dtype(x.dtype)
-        t = tiles.qlinear_tiling(x.shape, x.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
-                                 channels_last)
+        geometry = qlinear_dialect.make_geometry(x.shape, kernel_shape, strides, pads, auto_pad, ceil_mode,
+                                                 count_include_pad, channels_last)
+        t = tiles.qlinear_tiling(x.shape, x.dtype, geometry)
         params = qlinear_dialect.make_quant_params(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
-        if t.geometry.global_path:
-            qlinear_dialect.global_scale(params, t.geometry.image_size)  # onnxruntime's range check, now
-    # validated: the same values in hashable form, which the tasks name their operator by
-    attributes = (tuple(map(int, kernel_shape)), _ints(strides), _ints(pads), str(auto_pad), bool(ceil_mode),
-                  bool(count_include_pad), bool(channels_last))
-    return _pooled(x, t, functools.partial(_qlinear_tiling, x.shape, x.dtype, *attributes),
+        if geometry.global_path:
+            qlinear_dialect.global_scale(params, geometry.image_size)  # onnxruntime's range check, now
+    # the tasks name their operator by its geometry (a spec and a few values, as the float tasks' spec)
+    return _pooled(x, t, functools.partial(_qlinear_tiling, x.shape, x.dtype, geometry),
                    functools.partial(_qlinear_call, params), None)
 
 
@@ -121,10 +121,6 @@ def _shape_only(x: da.Array) -> np.ndarray:
                                            writeable=False)
 
 
-def _ints(values: Sequence[int] | None) -> tuple[int, ...] | None:
-    return None if values is None else tuple(map(int, values))
-
-
 # Each task names its operator by its spec (a few integers) and rebuilds the window plans on the
 # worker, once per process: a task carrying them would ship the plans of the whole axes with every tile.
 @functools.lru_cache(maxsize=16)
@@ -133,8 +129,8 @@ def _float_tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layou
 
 
 @functools.lru_cache(maxsize=16)
-def _qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> tiles.QLinearTiling:
-    return tiles.qlinear_tiling(shape, dtype, *attributes)
+def _qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> tiles.QLinearTiling:
+    return tiles.qlinear_tiling(shape, dtype, geometry)
 
 
 def _float_call(t: tiles.Tiling, region: np.ndarray, outputs: tiles.Ranges, exact: np.ndarray | None,

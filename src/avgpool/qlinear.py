@@ -1,17 +1,19 @@
-"""The public QLinearAveragePool entry point: ``qlinear_average_pool``."""
+"""The public QLinearAveragePool entry point: ``qlinear_average_pool``, and :func:`prepare`: the
+dialect's validation and geometry (:mod:`avgpool.dialects.qlinear`) handed to the engine
+(:mod:`avgpool.qlinear_engine`), cached per attributes (:func:`prepare_cached`)."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import qlinear_engine
+from . import qlinear_engine, tuning
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError
-from .memo import Unhashable, ints
+from .memo import Unhashable, ints, same_items
 
 _DTYPES = frozenset(dialect.DTYPES)
 
@@ -23,7 +25,7 @@ _PARAMS_CACHE = 256
 #: The last call remembered in _CALLS, by the identity of its argument objects, with what it
 #: prepared: the same call again with the very same objects skips building the key (~0.35 us of
 #: a ~2.7 us tiny call). Kept only when every scalar is immutable, and a list only with its items,
-#: compared by identity too (:func:`_items_check`), so that a list edited in place is noticed.
+#: compared by identity too (:func:`.memo.same_items`), so that a list edited in place is noticed.
 #: (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode,
 #: count_include_pad, channels_last, x.shape, x.dtype, items check, Prepared.plan, Prepared, kernel arguments)
 _LAST: tuple | None = None
@@ -155,12 +157,12 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
         if array.dtype not in _DTYPES:
             dialect.check_dtype(array.dtype)
         try:
-            prepared = qlinear_engine.prepare_cached(
+            prepared = prepare_cached(
                 array.shape, array.dtype, _freeze(kernel_shape), _freeze(strides), _freeze(pads), _freeze(auto_pad),
                 _freeze(ceil_mode), _freeze(count_include_pad), _freeze(channels_last))
         except Unhashable:
-            prepared = qlinear_engine.prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad,
-                                              ceil_mode, count_include_pad, channels_last)
+            prepared = prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode,
+                               count_include_pad, channels_last)
         kernel_args = prepared.kernel_args(_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point))
         if key is not None:
             if len(_CALLS) >= _CALLS_CACHE:
@@ -195,35 +197,34 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     global _LAST
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
     if all(isinstance(value, _IMMUTABLE) for value in scalars):
-        check = _items_check(len(kernel_shape), -1 if strides is None else len(strides),
-                             -1 if pads is None else len(pads))
-        copies = [list(value) if type(value) is list else value for value in (kernel_shape, strides, pads)
-                  if value is not None]
         _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
-                 check(*copies, *kernel_shape, *(strides or ()), *(pads or ())), prepared.plan, prepared, kernel_args)
+                 same_items((kernel_shape, strides, pads)), prepared.plan, prepared, kernel_args)
 
 
-@functools.cache
-def _items_check(*lengths: int) -> Callable[..., Callable[[Any, Any, Any], bool]]:
-    """For sequences of these lengths (-1: None), a factory of the test that ``kernel_shape``,
-    ``strides`` and ``pads`` (each already the very object remembered) still hold the very items
-    they held, unrolled: ``all(map(operator.is_, ...))`` on three lists cost ~0.6 us of a ~2 us
-    repeated call (bench_qlinear.py's function column on the tiny and global rows). A list is
-    first compared with a copy of itself as it was (``==``: its length, in C, cheaper than
-    ``len``), then its items by identity (``True == 1`` and ``2.0 == 2``, but they validate
-    differently)."""
-    names = [[f"{axis}{i}" for i in range(n)] for axis, n in zip("ksp", lengths)]
-    tests = [f"{axis} == {axis}_" + "".join(f" and {axis}[{i}] is {name}" for i, name in enumerate(items))
-             for axis, n, items in zip("ksp", lengths, names) if n >= 0]
-    params = ", ".join([f"{axis}_" for axis, n in zip("ksp", lengths) if n >= 0]
-                       + [name for items in names for name in items])
-    source = (f"def factory({params}):\n"
-              f"    def check(k, s, p):\n"
-              f"        return {' and '.join(tests)}\n"
-              f"    return check\n")
-    namespace: dict = {}
-    exec(source, namespace)  # noqa: S102 - code built here from integers only
-    return namespace["factory"]
+def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
+            ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> qlinear_engine.Prepared:
+    """Validate the dtype and the attributes for an input shape (the dialect's geometry) and
+    build the kernel's tables (:func:`avgpool.qlinear_engine.prepare`)."""
+    dialect.check_dtype(dtype)
+    geometry = dialect.make_geometry(shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
+                                     channels_last)
+    return qlinear_engine.prepare(shape, dtype, geometry)
+
+
+def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> qlinear_engine.Prepared:
+    """:func:`prepare` for hashable attribute values (ints, tuples of ints, strings, bools),
+    cached under the current :mod:`.tuning` too (which the engine reads)."""
+    return _prepare_tuned(tuning.current(), shape, dtype, *attributes)
+
+
+@functools.lru_cache(maxsize=256)
+def _prepare_tuned(tune: tuning.Tuning, shape: tuple[int, ...], dtype: np.dtype,
+                   *attributes: Any) -> qlinear_engine.Prepared:
+    return prepare(shape, dtype, *attributes)
+
+
+prepare_cached.cache_clear = _prepare_tuned.cache_clear  # type: ignore[attr-defined]
+prepare_cached.cache_info = _prepare_tuned.cache_info  # type: ignore[attr-defined]
 
 
 def forget() -> None:

@@ -1,23 +1,25 @@
 """Run QLinearAveragePool: onnxruntime geometry -> window tables (from :mod:`avgpool.plan`) -> kernel.
 
-Everything that depends only on (attributes, input shape, dtype) is prepared once and cached
-(:func:`prepare_cached`), and so are the kernel's arguments for each set of scales and zero
-points (:meth:`Prepared.kernel_args`; one tuple, so that helper threads recognise the job): a
-repeated call costs a dtype check, two dictionary lookups, one allocation and the kernel.
+The geometry (:class:`avgpool.quantized.Geometry`) comes validated from the dialect
+(:func:`avgpool.dialects.qlinear.make_geometry`): this module translates no attribute. What
+depends only on (geometry, input shape, dtype) is :func:`prepare`'s :class:`Prepared` (cached
+by the caller: :func:`avgpool.qlinear.prepare_cached`), and the kernel's arguments for each set
+of scales and zero points are cached in it (:meth:`Prepared.kernel_args`; one tuple, so that
+helper threads recognise the job): a repeated call costs a dtype check, two dictionary lookups,
+one allocation and the kernel.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import threads, tuning
-from .dialects import qlinear as dialect
 from .inputs import out_target
 from .plan import make_plan
+from .quantized import Geometry, QuantParams, global_scale
 from .shape import infer_output_shape
 from .spec import Layout
 
@@ -69,7 +71,7 @@ def _entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view: tupl
 class Prepared:
     """One (attributes, input shape, dtype): what a call needs besides the data and the scalars."""
 
-    geometry: dialect.Geometry
+    geometry: Geometry
     out_shape: tuple[int, ...]
     kind: int
     x_view: tuple[int, ...]  # the input reshaped for the kernel
@@ -93,7 +95,7 @@ class Prepared:
         object.__setattr__(self, "plan", (call, self.items, self.pieces, self.x_view, self.out_view, self.out_shape,
                                           x_how, out_how, kernel, self.dtype))
 
-    def kernel_args(self, params: dialect.QuantParams) -> tuple[np.ndarray, ...]:
+    def kernel_args(self, params: QuantParams) -> tuple[np.ndarray, ...]:
         """The kernel's arguments after the bounds for these quantisation values (cached; the
         global path's range check happens here)."""
         found = self._args.get(params)
@@ -105,7 +107,7 @@ class Prepared:
         return found
 
 
-def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.ndarray, ...]:
+def _make_scalars(prepared: Prepared, params: QuantParams) -> tuple[np.ndarray, ...]:
     """The kernel's ``tab`` for these quantisation values (see :mod:`.kernels.qlinear_kernels`),
     in a 1-tuple (none for an empty output). Writable: numba types a read-only array argument
     more slowly; never written: it is the engine's own."""
@@ -113,7 +115,7 @@ def _make_scalars(prepared: Prepared, params: dialect.QuantParams) -> tuple[np.n
 
     if prepared.kind in (_GLOBAL_NCX, _GLOBAL_NXC):
         n = prepared.geometry.image_size
-        scale = dialect.global_scale(params, n)
+        scale = global_scale(params, n)
         yzp = params.y_zero_point
         tab = np.zeros(5, np.int64)
         tab[[k.BIAS, k.GLOBAL_Y_ZP, k.CHANNELS]] = [-params.x_zero_point * n, yzp, prepared.x_view[-1]]
@@ -213,28 +215,10 @@ def _taps(table: np.ndarray) -> int:
     return row_taps * int(table[table[k.COUNT]:table[k.COUNT] + table[k.OW]].sum())
 
 
-def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> Prepared:
-    """:func:`prepare` for hashable attribute values (ints, tuples of ints, strings, bools),
-    cached under the current :mod:`.tuning` too (which :func:`prepare` reads)."""
-    return _prepare_tuned(tuning.current(), shape, dtype, *attributes)
-
-
-@functools.lru_cache(maxsize=256)
-def _prepare_tuned(tune: tuning.Tuning, shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> Prepared:
-    return prepare(shape, dtype, *attributes)
-
-
-prepare_cached.cache_clear = _prepare_tuned.cache_clear  # type: ignore[attr-defined]
-prepare_cached.cache_info = _prepare_tuned.cache_info  # type: ignore[attr-defined]
-
-
-def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
-            ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> Prepared:
-    """Validate the attributes for an input shape and build the kernel's tables."""
-    dialect.check_dtype(dtype)
+def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prepared:
+    """The kernel's tables for an input of ``shape`` and ``dtype`` (uint8 or int8) under a
+    geometry its dialect made for that shape (or for a shape of the same spatial axes)."""
     dtype = np.dtype(dtype)
-    geometry = dialect.make_geometry(shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
-                                     channels_last)
     out_shape = infer_output_shape(geometry.spec, shape, geometry.layout)
     nxc = geometry.layout is Layout.NXC
     spatial = shape[1:-1] if nxc else shape[2:]
@@ -254,10 +238,9 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
     return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
 
 
-def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: dialect.Geometry, plans: tuple) -> Prepared:
+def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> Prepared:
     """The general path for an input of ``shape`` whose windows are ``plans`` (a tile's, cut
     from the whole operator's: :mod:`avgpool.tiles`)."""
-    dialect.check_dtype(dtype)
     dtype = np.dtype(dtype)
     out_shape = list(shape)
     for axis, plan in zip(geometry.layout.spatial_axes(len(shape)), plans):
@@ -268,7 +251,7 @@ def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: dialect.Geo
     return _general(shape, dtype, out_shape, geometry, plans)
 
 
-def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: dialect.Geometry,
+def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry,
              plans: tuple) -> Prepared:
     nxc = geometry.layout is Layout.NXC
     spatial = shape[1:-1] if nxc else shape[2:]

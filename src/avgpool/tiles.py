@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from . import pools, qlinear_engine, tuning
-from .dialects import qlinear as qlinear_dialect
 from .inputs import out_target
 from .plan import AxisPlan, any_pad, axis_plan
+from .quantized import Geometry, QuantParams
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 from .tables import block_sizes, headroom, is_global, running_plan_for, tables_from_plans, uses_running
@@ -296,8 +296,7 @@ class QLinearTiling(_SharedPlans):
     """One QLinearAveragePool operator on one whole input: what its tiles share (as a
     :class:`Tiling`, the plans and prepared pools of tiles of one shape, made once)."""
 
-    geometry: qlinear_dialect.Geometry
-    attributes: tuple  # (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last)
+    geometry: Geometry  # the dialect's, for the whole input (avgpool.dialects.qlinear.make_geometry)
     shape: tuple[int, ...]
     dtype: np.dtype
     out_shape: tuple[int, ...]
@@ -341,7 +340,7 @@ class QLinearTiling(_SharedPlans):
             found = self._shared.get(key)
             if found is None:
                 with tuning.using(self.tuned_by):
-                    found = qlinear_engine.prepare(shape, self.dtype, *self.attributes)
+                    found = qlinear_engine.prepare(shape, self.dtype, self.geometry)
                 self._remember(key, found)
             return found
         lengths = spatial_shape_of(shape, self.layout)
@@ -356,7 +355,7 @@ class QLinearTiling(_SharedPlans):
                 self._remember(key, found)
         return found
 
-    def pool(self, x: np.ndarray, outputs: Ranges, params: qlinear_dialect.QuantParams,
+    def pool(self, x: np.ndarray, outputs: Ranges, params: QuantParams,
              starts: tuple[int, ...] | None = None) -> np.ndarray:
         """Outputs ``outputs`` of the whole operator from ``x``, the region :meth:`input_range`
         gives (any part of the batch and channel axes), or a region starting at ``starts`` that
@@ -366,12 +365,11 @@ class QLinearTiling(_SharedPlans):
         return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
 
 
-def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> QLinearTiling:
-    """The :class:`QLinearTiling` of validated attributes on a whole input of ``shape``."""
-    qlinear_dialect.check_dtype(np.dtype(dtype))
-    geometry = qlinear_dialect.make_geometry(tuple(shape), *attributes)
+def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> QLinearTiling:
+    """The :class:`QLinearTiling` of a whole input of ``shape`` and ``dtype`` (uint8 or int8,
+    checked by the caller) under the geometry its dialect made for that shape."""
     axes = resolve(geometry.spec, spatial_shape_of(shape, geometry.layout))
-    return QLinearTiling(geometry, attributes, tuple(shape), np.dtype(dtype),
+    return QLinearTiling(geometry, tuple(shape), np.dtype(dtype),
                          infer_output_shape(geometry.spec, shape, geometry.layout), axes)
 
 

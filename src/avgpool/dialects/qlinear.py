@@ -11,47 +11,26 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from ..attributes import as_flag, as_int_tuple
 from ..errors import AvgPoolError
+from ..quantized import GLOBAL_MAX_IMAGE, Geometry, QuantParams, global_scale
 from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from .onnx import auto_pad_name
+
+# Geometry, QuantParams and global_scale are the core's (avgpool.quantized: what the engine computes
+# with), named from here too
+__all__ = ["DTYPES", "LABEL", "Geometry", "QuantParams", "check_dtype", "global_scale", "make_geometry",
+           "make_quant_params", "ort_axis", "parse_scale", "parse_zero_point"]
 
 LABEL = "QLinearAveragePool"
 
 DTYPES = (np.dtype(np.uint8), np.dtype(np.int8))
-#: onnxruntime's integer global path refuses a combined scale outside [2**-32, 256) ...
-GLOBAL_SCALE_MIN = np.float32(2.0**-32)
-GLOBAL_SCALE_MAX = np.float32(256.0)
-#: ... and an image of 2**24 elements or more (MLAS CheckQLinearGlobalAveragePoolScaleAndSize).
-GLOBAL_MAX_IMAGE = 1 << 24
 
 _BOUNDS = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Everything about one (attributes, input shape) pair that does not depend on the data."""
-
-    spec: PoolSpec  # canonical: explicit pads, floor rounding, VALID_TAPS or FULL_KERNEL
-    layout: Layout
-    global_path: bool  # onnxruntime's integer path: the kernel covers the input, no pads
-    image_size: int  # prod(kernel_shape): the element count of a global-path window
-
-
-class QuantParams(NamedTuple):
-    """The scalar quantisation inputs, validated: scales as float32, zero points as ints."""
-
-    x_scale: np.float32
-    x_zero_point: int
-    y_scale: np.float32
-    y_zero_point: int
-    qmin: int
-    qmax: int
 
 
 def check_dtype(dtype: np.dtype) -> None:
@@ -206,14 +185,3 @@ def make_quant_params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale:
     return QuantParams(xs, parse_zero_point("x_zero_point", x_zero_point, dtype), ys,
                        parse_zero_point("y_zero_point", y_zero_point, dtype), low, high)
 
-
-def global_scale(params: QuantParams, image_size: int) -> np.float32:
-    """The integer global path's combined scale ``x_scale / (y_scale * n)`` in float32, range-checked
-    as onnxruntime does."""
-    scale = params.x_scale / (params.y_scale * np.float32(image_size))
-    if not GLOBAL_SCALE_MIN <= scale < GLOBAL_SCALE_MAX:
-        raise AvgPoolError(
-            f"`kernel_shape` covers the whole input, so onnxruntime takes its integer global-average path, which "
-            f"needs 2**-32 <= x_scale / (y_scale * {image_size}) < 256; with `x_scale` {float(params.x_scale)!r} "
-            f"and `y_scale` {float(params.y_scale)!r} it is {float(scale)!r}")
-    return scale
