@@ -20,7 +20,7 @@ Columns (median seconds per call; 2 threads per runtime):
 
   prepared    avgpool's memoised prepared engine called directly, as qlinear_average_pool's
               memo-hit path does: ``qlinear_engine.run_into(prepared, x, kernel_args, out)`` with
-              the ``Prepared`` of ``qlinear_engine.prepare_cached(...)`` and the kernel arguments of
+              the ``Prepared`` of ``avgpool.qlinear.prepare_cached(...)`` and the kernel arguments of
               ``prepared.kernel_args(...)`` (the very objects the function's memo holds; checked)
               and a preallocated output. No public API: the counterpart of an onnxruntime session.
   function    the public ``avgpool.qlinear_average_pool(x, x_scale, x_zp, y_scale, y_zp, kernel,
@@ -122,7 +122,7 @@ def prepared_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int
     """The engine objects qlinear_average_pool memoises, called as its memo-hit path does."""
     kw = _kwargs(w, nhwc)
     frz = _qlinear._freeze
-    prepared = qlinear_engine.prepare_cached(
+    prepared = _qlinear.prepare_cached(
         x.shape, x.dtype, frz(w.attrs["kernel_shape"]), frz(kw.get("strides")), frz(kw.get("pads")),
         frz(kw.get("auto_pad", "NOTSET")), frz(kw.get("ceil_mode", False)), frz(kw.get("count_include_pad", False)),
         frz(nhwc))
