@@ -4,22 +4,22 @@ dialect's validation and geometry (:mod:`avgpool.dialects.qlinear`) handed to th
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import qlinear_engine, tuning
+from . import caches, qlinear_engine
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError
-from .memo import Unhashable, ints, same_items
+from .memo import Memo, Unhashable, ints, on_clear, same_items
 
 _DTYPES = frozenset(dialect.DTYPES)
 
 
-_CALLS: dict = {}  # every argument but the data -> (Prepared, kernel arguments)
-_CALLS_CACHE = 1024
+#: every argument but the data -> (Prepared, kernel arguments), bounded as average_pool's calls
+_CALLS = Memo(1024, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
+_FIND = _CALLS.find  # the entry (value, bytes) or None: the dictionary's own get
 _PARAMS: dict = {}  # (x_scale, x_zp, y_scale, y_zp, dtype) of plain Python numbers -> QuantParams
 _PARAMS_CACHE = 256
 #: The last call remembered in _CALLS, by the identity of its argument objects, with what it
@@ -144,12 +144,13 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                    type(y_zero_point), y_zero_point, _freeze(kernel_shape), _freeze(strides), _freeze(pads),
                    auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad), count_include_pad,
                    type(channels_last), channels_last)
-            found = _CALLS.get(key)
+            entry = _FIND(key)
         except (Unhashable, TypeError):
-            key = found = None
-        if found is not None:
+            key = entry = None
+        if entry is not None:
+            prepared, kernel_args = entry[0]
             x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-            return qlinear_engine.run(found[0], x, found[1]) if out is None else _into(found[0], x, found[1], out)
+            return qlinear_engine.run(prepared, x, kernel_args) if out is None else _into(prepared, x, kernel_args, out)
     else:
         key = None
     try:
@@ -165,9 +166,7 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                                count_include_pad, channels_last)
         kernel_args = prepared.kernel_args(_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point))
         if key is not None:
-            if len(_CALLS) >= _CALLS_CACHE:
-                _CALLS.clear()
-            _CALLS[key] = (prepared, kernel_args)
+            _CALLS.put(key, (prepared, kernel_args))
             _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad,
                       ceil_mode, count_include_pad, channels_last, prepared, kernel_args)
         if not array.flags.c_contiguous:
@@ -211,22 +210,15 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
     return qlinear_engine.prepare(shape, dtype, geometry)
 
 
+@caches.BoundedCache
 def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> qlinear_engine.Prepared:
     """:func:`prepare` for hashable attribute values (ints, tuples of ints, strings, bools),
-    cached under the current :mod:`.tuning` too (which the engine reads)."""
-    return _prepare_tuned(tuning.current(), shape, dtype, *attributes)
-
-
-@functools.lru_cache(maxsize=256)
-def _prepare_tuned(tune: tuning.Tuning, shape: tuple[int, ...], dtype: np.dtype,
-                   *attributes: Any) -> qlinear_engine.Prepared:
+    cached as the float engine's pools are (:class:`avgpool.caches.BoundedCache`: by count and
+    bytes, under the current :mod:`.tuning`, which the engine reads)."""
     return prepare(shape, dtype, *attributes)
 
 
-prepare_cached.cache_clear = _prepare_tuned.cache_clear  # type: ignore[attr-defined]
-prepare_cached.cache_info = _prepare_tuned.cache_info  # type: ignore[attr-defined]
-
-
+@on_clear
 def forget() -> None:
     """Forget the remembered calls (for tests that change the engine's tuning constants)."""
     global _LAST
