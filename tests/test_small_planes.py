@@ -13,7 +13,7 @@ import avgpool
 from avgpool import tables, tuning
 from avgpool.api import _validated
 
-SHAPES = [(7, 7), (12, 12), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13)]
+SHAPES = [(7, 7), (12, 12), (14, 14), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13)]
 KERNELS = [(3, 3), (3, 3), (3, 1), (1, 3), (1, 1), (2, 3)]  # (2, 3): the separable passes, both ways
 
 
@@ -73,7 +73,8 @@ def test_threads_split_small_planes_anywhere():
     ((1, 8, 9, 16), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), True),
     ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), False),  # 2 taps: no middle tap
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[0, 0, 2, 2]), False),  # windows that start at their output
-    ((1, 8, 13, 12), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 156 values: too big a plane
+    ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
+    ((1, 8, 15, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 210 values: too big a plane
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3]), False),  # the output is smaller than the input
     ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), False),
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], dilations=[2, 2]), False),

@@ -5,13 +5,15 @@ The separable passes (:mod:`.separable`) run a vector loop per row; rows of 7 or
 too short for that, and a third to a half of such a plane's outputs are edge windows, which they
 sum one row or one column at a time. Here each pass is a single loop over a block of planes. Only
 a window's first and last tap can fall outside the plane (the engine takes this kernel where the
-middle tap is the output's own position): each output adds its middle tap to its first and then
-its last where a per-position mask says they are valid taps, which LLVM turns into masked vector
-loads and blends. That is the separable passes' order (every window from its first valid tap,
-left to right), so the result has the same bits, NaN payloads included: the additions are
-written as selects of sums, not as sums of selected taps with -0.0 for an absent tap, which
-LLVM reassociated so that another NaN operand came first (tests/test_small_planes.py compares
-the two paths on random data with zeros, NaN and Inf). A mask on every tap cost 15-20% more.
+middle tap is the output's own position): their loads come through per-position masks, which
+LLVM turns into masked vector loads, and every window is summed from its first valid tap, left to
+right, as the separable passes sum it, so the result has their bits, NaN payloads included
+(tests/test_small_planes.py compares the two paths on random data with zeros, NaN and Inf).
+Along the first axis an absent tap is -0.0, which leaves every sum as it was (``-0.0 + y == y``
+for all y). Along the second the sums are written as selects of sums (``a + b if valid else
+b``): written with -0.0 there too, LLVM reassociated the additions so that another NaN came
+first (0xffc00000 against 0x7fc00000 on a window holding NaN, -inf and +inf); the first axis's
+selects of loads are the faster form. A mask on every tap cost 15-20% more.
 
 The masks and the divisor scales of a block of planes are the engine's cached tables
 (``tables.small_plane_tables``): ``masks`` = 4 uint8 rows of ``block`` values (first and last
@@ -49,6 +51,7 @@ def _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, up, down
     and below (``tall``: the first axis has three taps), ``left``/``right`` those a column to
     either side (``wide``)."""
     f64 = np.float64
+    negative_zero = -0.0
     w, one = U(width), U(1)
     for b in range(start, stop, planes):
         base = U(b * plane)
@@ -56,8 +59,9 @@ def _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, up, down
         if tall:
             for i in range(n):
                 q = base + i
-                top = f64(x[q - w]) + f64(x[q]) if up[i] else f64(x[q])
-                sums[one + i] = (top + f64(x[q + w]) if down[i] else top) * factor0[i]
+                above = f64(x[q - w]) if up[i] else negative_zero
+                below = f64(x[q + w]) if down[i] else negative_zero
+                sums[one + i] = (above + f64(x[q]) + below) * factor0[i]
         else:
             for i in range(n):
                 sums[one + i] = f64(x[base + i]) * factor0[i]
