@@ -10,14 +10,11 @@ The helpers are persistent threads that take pieces in compiled code (:mod:`avgp
 after a job they keep watching the job board for ``SPIN_SECONDS`` without the GIL, so the next
 job reaches them within a microsecond; then they sleep until a caller wakes them (a wake-up
 took 150-250 us on the 2-CPU virtual machine measured, so the first call after a pause runs
-mostly on the caller's thread). Each helper stays on one CPU (counted from the last of the
-process's set): woken unpinned, it was often placed on its caller's CPU, where the two could only
-take turns for milliseconds. The caller is not pinned, and a caller woken from sleep lands on its
-helper's CPU too (a third of the calls after another runtime's threads had run, measured): a
-helper that finds itself on the CPU a job was posted from moves to another one before it claims
-a piece, and a caller posting from a helper's CPU first lets that helper run (else it could only
-see the job once the caller stops, and the OS does not move a running caller for milliseconds:
-half of a batch's calls ran on one CPU after an OpenVINO batch, measured). A helper serves one
+mostly on the caller's thread). Neither the helpers nor the caller are pinned to a CPU: pinned to
+one, a helper shared it with other runtimes' worker threads and the OS could not move it to the
+idle one (inception_v2's 1x1024x7x7 global pool timed in batches of 200 calls between batches of
+onnxruntime, OpenVINO and torch: 61-65 us a call pinned, 10-11 unpinned; alike when alone). A
+helper serves one
 prepared pool at a time (the kernel and its tables are arguments of its wait loop) and goes back
 to Python only to switch to another. One caller at a time uses the helpers; a second caller
 meanwhile runs its kernel on its own thread.
@@ -98,9 +95,6 @@ class _Crew:
         self.cond = threading.Condition()
         self.sleeping = 0
         self.helpers: list[threading.Thread] = []
-        self.helper_cpus: dict[int, int] = {}  # helper index -> the CPU it is pinned to (-1: none)
-        # the process's CPUs, read here (a pinned helper sees only its own)
-        self.cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         self.spin_rounds = self._calibrate()
 
     def _calibrate(self) -> int:
@@ -190,18 +184,14 @@ class _Crew:
                 self.leads[pool] = overload.entry_point
 
     def _serve(self, index: int) -> None:
-        # a helper that cannot be pinned (one CPU allowed, no affinity calls) never asks to move
-        may_move = self._pin(index)
         pool = 0
         while True:
             entry = self.pools.get(pool)
             if entry is not None:
                 address, x_like, out_like, args = entry
-                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, may_move,
+                # the compiled loop's moves off the caller's CPU (may_move) were for pinned helpers
+                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, False,
                                              *args)
-                if result == self.compiled.MOVE:  # on the caller's CPU: elsewhere, then back to the job
-                    may_move = self._pin(index, avoid=int(self.board[self.compiled.CALLER_CPU]))
-                    continue
                 if result:
                     pool = result
                     continue
@@ -211,33 +201,6 @@ class _Crew:
                 self.cond.wait()
                 self.sleeping -= 1
             pool = int(self.board[self.compiled.POOL])
-
-    def _pin(self, index: int, avoid: int = -1) -> bool:
-        """Pin helper ``index`` (:func:`_pin_helper`) and publish the helpers' CPUs on the board,
-        so that a caller posting a job from one of them lets its helper run and move."""
-        cpu = _pin_helper(index, self.cpus, avoid)
-        with self.cond:
-            self.helper_cpus[index] = cpu
-            self.board[self.compiled.HELPER_CPUS] = sum(1 << c for c in self.helper_cpus.values() if 0 <= c < 64)
-        return cpu >= 0
-
-
-def _pin_helper(index: int, cpus: list[int], avoid: int = -1) -> int:
-    """Keep helper ``index`` on one of the process's ``cpus``, counting from the last, and never
-    on ``avoid`` (the caller's CPU, when the helper found itself there): a helper woken from sleep
-    is otherwise often placed on its caller's CPU, and a caller woken from sleep on its helper's
-    (seen in a third of the calls after another runtime's threads had run), where the two can
-    only take turns until the OS moves one of them (milliseconds later). The CPU, or -1 if the
-    helper could not be pinned."""
-    others = [cpu for cpu in cpus if cpu != avoid]
-    if not hasattr(os, "sched_setaffinity") or len(cpus) < 2 or not others:
-        return -1
-    cpu = others[-1 - index % max(1, len(others) - 1)]
-    try:
-        os.sched_setaffinity(0, {cpu})
-    except OSError:
-        return -1
-    return cpu
 
 
 _CREW: list[_Crew] = []
