@@ -101,9 +101,9 @@ class _Crew:
         """How many idle reads of the board make ``SPIN_SECONDS``."""
         board = np.zeros(self.compiled.BOARD_WORDS, np.int64)
         probe = np.zeros(1, np.int64)
-        self.compiled.serve(0, board, 0, probe, probe, 1, False)
+        self.compiled.serve(0, board, 0, probe, probe, 1)
         start = time.perf_counter()
-        self.compiled.serve(0, board, 0, probe, probe, 20000, False)
+        self.compiled.serve(0, board, 0, probe, probe, 20000)
         per_round = max(1e-9, (time.perf_counter() - start) / 20000)
         return max(1, int(SPIN_SECONDS / per_round))
 
@@ -121,7 +121,7 @@ class _Crew:
         x_like, out_like = _like(x), _like(out)
         # compile (or load) the helpers' wait loop for these types here, with 0 reads: compiling
         # in a helper thread while a short script's interpreter shuts down aborts inside LLVM
-        self.compiled.serve(address, self.board, pool, x_like, out_like, 0, True, *args)
+        self.compiled.serve(address, self.board, pool, x_like, out_like, 0, *args)
         self.pools[pool] = (address, x_like, out_like, args)
         self.ids[key] = pool
         self.held += size
@@ -189,9 +189,7 @@ class _Crew:
             entry = self.pools.get(pool)
             if entry is not None:
                 address, x_like, out_like, args = entry
-                # the compiled loop's moves off the caller's CPU (may_move) were for pinned helpers
-                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, False,
-                                             *args)
+                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, *args)
                 if result:
                     pool = result
                     continue

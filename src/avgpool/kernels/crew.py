@@ -13,11 +13,6 @@ Board words (int64):
     DONE    pieces finished (the caller waits for DONE == PIECES: only pieces already claimed by
             a running helper are ever waited for, never a helper that has not started)
     FAILED  set when a piece raised; the caller then reruns the whole job on its own thread
-    CALLER_CPU  the CPU the caller posted the job from (-1: unknown): a helper that finds itself
-            on it leaves :func:`serve` with MOVE instead of claiming, to be pinned elsewhere
-    HELPER_CPUS  bit c set: a helper is pinned to CPU c (written by the helpers' Python side). A
-            caller posting from such a CPU offers it once to the OS: the helper pinned there can
-            only see the job, and move, while the caller is not running
 
 A job's fields are written before its CLAIM word and only after every piece of the previous job
 is finished, so a helper that read CLAIM = (job, i < pieces), then the fields, and then claimed
@@ -35,9 +30,7 @@ from numba.extending import intrinsic
 
 from .jit import compiled, flat_signature, kernel
 
-CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED, CALLER_CPU, HELPER_CPUS = range(10)
-#: What :func:`serve` returns when its helper shares a CPU with the caller.
-MOVE = -1
+CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED = range(8)
 BOARD_WORDS = 16  # the board spans its own cache lines
 _PIECE_BITS = 20
 _PIECE_MASK = (1 << _PIECE_BITS) - 1
@@ -45,7 +38,6 @@ MAX_PIECES = _PIECE_MASK
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 _POSIX = platform.system() != "Windows"
-_LINUX = platform.system() == "Linux"
 #: Idle reads between two offers of the core to the OS scheduler.
 _READS_PER_YIELD = 64
 
@@ -120,17 +112,6 @@ def _yield_core(typingctx):
     return types.none(), codegen
 
 
-@intrinsic
-def _current_cpu(typingctx):
-    """The CPU the calling thread runs on (glibc's ``sched_getcpu``, a few nanoseconds), or -1
-    where it is not known."""
-    def codegen(context, builder, signature, args):
-        if _LINUX:
-            return builder.sext(_call_c(builder, "sched_getcpu", ir.IntType(32)), ir.IntType(64))
-        return ir.Constant(ir.IntType(64), -1)
-    return types.int64(), codegen
-
-
 @kernel(nogil=True, inline="always")
 def _idle(rounds):
     """One idle read's wait: a pause, and every few reads the core offered to other threads."""
@@ -198,15 +179,8 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     board[OUT] = out.ctypes.data
     board[DONE] = 0
     board[FAILED] = 0
-    cpu = _current_cpu()
-    board[CALLER_CPU] = cpu
     job = (_load(board, CLAIM) >> _PIECE_BITS) + 1
     _store(board, CLAIM, job << _PIECE_BITS)
-    if 0 <= cpu < 64 and (_load(board, HELPER_CPUS) >> cpu) & 1:
-        # a helper pinned here cannot run while this thread does; the OS does not move a
-        # running caller to the idle CPU for milliseconds (the helper is pinned, so it cannot
-        # be the one moved): let the helper run, see the job and move itself
-        _yield_core()
     while True:
         claim = _claim(board)
         if claim < 0:
@@ -220,23 +194,19 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
 
 
 @kernel(entry=True, nogil=True)
-def serve(kernel, board, pool, x_like, out_like, rounds, may_move, *args):
+def serve(kernel, board, pool, x_like, out_like, rounds, *args):
     """Take pieces of the jobs of pool ``pool`` (kernel at address ``kernel``, input and output
-    shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, the pool id
-    of a job of another pool, or, if ``may_move``, MOVE (claiming nothing) when this thread runs
-    on the CPU the caller posted the job from: there the two could only take turns."""
+    shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, or the pool
+    id of a job of another pool."""
     idle = 0
     while idle < rounds:
         claim = _load(board, CLAIM)
         if (claim & _PIECE_MASK) < _load(board, PIECES):
             other = _load(board, POOL)
-            caller_cpu = _load(board, CALLER_CPU)
             if _load(board, CLAIM) != claim:  # what was read may belong to another job
                 continue
             if other != pool:
                 return other
-            if may_move and caller_cpu >= 0 and caller_cpu == _current_cpu():
-                return MOVE
             if _swap(board, CLAIM, claim, claim + 1):
                 _run_piece(kernel, board, claim, x_like, out_like, args)
                 idle = 0
