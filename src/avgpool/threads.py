@@ -13,10 +13,9 @@ took 150-250 us on the 2-CPU virtual machine measured, so the first call after a
 mostly on the caller's thread). Neither the helpers nor the caller are pinned to a CPU: pinned to
 one, a helper shared it with other runtimes' worker threads and the OS could not move it to the
 idle one (inception_v2's 1x1024x7x7 global pool timed in batches of 200 calls between batches of
-onnxruntime, OpenVINO and torch: 61-65 us a call pinned, 10-11 unpinned; alike when alone). A
-helper serves one
-prepared pool at a time (the kernel and its tables are arguments of its wait loop) and goes back
-to Python only to switch to another. One caller at a time uses the helpers; a second caller
+onnxruntime, OpenVINO and torch: 61-65 us a call pinned, 10-12 unpinned; alike when alone). A
+helper serves one prepared pool at a time (the kernel and its tables are arguments of its wait
+loop) and goes back to Python only to switch to another. One caller at a time uses the helpers; a second caller
 meanwhile runs its kernel on its own thread.
 The caller only ever waits for pieces a helper has claimed, offering its CPU to the OS while it
 does (the helper may be waiting for that very CPU).
@@ -137,7 +136,7 @@ class _Crew:
     def ensure_helpers(self, count: int) -> None:
         while len(self.helpers) < count:
             index = len(self.helpers)
-            helper = threading.Thread(target=self._serve, args=(index,), daemon=True, name=f"avgpool-helper-{index}")
+            helper = threading.Thread(target=self._serve, daemon=True, name=f"avgpool-helper-{index}")
             helper.start()
             self.helpers.append(helper)
 
@@ -183,7 +182,7 @@ class _Crew:
             if overload is not None:
                 self.leads[pool] = overload.entry_point
 
-    def _serve(self, index: int) -> None:
+    def _serve(self) -> None:
         pool = 0
         while True:
             entry = self.pools.get(pool)
