@@ -79,19 +79,18 @@ class Prepared:
     items: int  # the kernel's work items (output rows, positions or planes)
     pieces: int  # 1: serial; more: that many pieces shared by the threads
     tables: tuple[np.ndarray, ...]  # general path: tab's header and window tables, and the divisors
+    in_shape: tuple[int, ...]  # the input's shape
+    dtype: np.dtype  # the input's (and output's) dtype: the kernel's entry point is typed by it
     _args: dict = field(default_factory=dict)  # quantisation values -> kernel arguments
-    in_shape: tuple[int, ...] = ()  # the input's shape
     kernel: Any = None  # the kernel function (None: empty output), set from ``kind``
     plan: tuple = ()  # what :func:`run` needs, in one tuple (each attribute lookup counts in a tiny call)
-    dtype: np.dtype | None = None  # the input's (and output's) dtype: the kernel's entry point is typed by it
 
     def __post_init__(self) -> None:
         kernel = _kernel(self.kind)
         object.__setattr__(self, "kernel", kernel)
         x_how = 1 if len(self.x_view) == 1 else 2 if self.x_view != self.in_shape else 0  # as it is, ravel, reshape
         out_how = 0 if self.out_view == self.out_shape else 1 if len(self.out_view) == 1 else 2  # ... reshape after
-        call = kernel if kernel is None or self.dtype is None else _entry(kernel, self.dtype, self.x_view,
-                                                                           self.out_view)
+        call = None if kernel is None else _entry(kernel, self.dtype, self.x_view, self.out_view)
         object.__setattr__(self, "plan", (call, self.items, self.pieces, self.x_view, self.out_view, self.out_shape,
                                           x_how, out_how, kernel, self.dtype))
 
