@@ -1,5 +1,7 @@
 """The ``avgpool`` command: ``demo``, ``shape``, ``explain``, ``pool``, ``run`` and ``warmup``,
-each in its own module beside its flags (:mod:`avgpool.cli.flags` holds those they share).
+each in its own module beside its flags (:mod:`avgpool.cli.flags` holds those they share). A
+command's module has its ``SUMMARY``, ``DESCRIPTION`` and ``EXAMPLES`` for ``--help``,
+``add_flags(parser)`` and ``command(args, stdout)``, which returns the exit code.
 
 >>> main(["shape", "1x3x32x32", "-k", "3,3", "-s", "2,2", "--ceil-mode"])
 1x3x16x16
@@ -31,10 +33,11 @@ _COMMANDS = ("demo", "shape", "explain", "pool", "run", "warmup")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: each command adds its own parser and flags."""
+    """The whole command line: each command's parser from its module's texts and flags."""
     import argparse
 
     from . import demo, explain, pool, run, shape, warmup
+    from .flags import add_command
 
     parser = argparse.ArgumentParser(
         prog="avgpool", formatter_class=argparse.RawDescriptionHelpFormatter,  # the examples keep their lines
@@ -48,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                "  avgpool warmup\n"
                "run 'avgpool COMMAND --help' for each command's flags")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (demo, shape, explain, pool, run, warmup):
-        command.add_parser(commands)
+    for name, command in zip(_COMMANDS, (demo, shape, explain, pool, run, warmup)):
+        add_command(commands, name, command)
     return parser
 
 

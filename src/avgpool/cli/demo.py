@@ -13,13 +13,14 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
-    from .flags import add_command
+SUMMARY = "compute the worked examples of the ONNX spec and compare with the published outputs"
+DESCRIPTION = ("Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
+               "output and the published output side by side; then explain one case of semantics.md section 7.")
+EXAMPLES = ["avgpool demo"]
 
-    add_command(commands, "demo", "compute the worked examples of the ONNX spec and compare with the published outputs",
-                "Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
-                "output and the published output side by side; then explain one case of semantics.md section 7.",
-                ["avgpool demo"])
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """demo has no flags."""
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -48,9 +49,10 @@ def _explain_args(argv: list[str]) -> argparse.Namespace:
     import argparse
 
     from . import explain
+    from .flags import add_command
 
     parser = argparse.ArgumentParser(prog="avgpool")
-    explain.add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    add_command(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"), "explain", explain)
     return parser.parse_args(["explain", *argv])
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from io import BytesIO
 from typing import TYPE_CHECKING
 
-from .flags import add_attribute_flags, add_command, dialect_label, ints, output_shape, settings_from_args, spatial
+from .flags import add_attribute_flags, dialect_label, ints, output_shape, settings_from_args, spatial
 from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
@@ -14,22 +14,23 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+SUMMARY = "every window, its taps and divisor; where the dialects differ"
+DESCRIPTION = ("For an input shape and attributes: the output shape, the resolved pads and, per axis, every window "
+               "(first tap, how many taps fall in the input, in the padding, past the padding) with its divisor; then "
+               "what ONNX, OpenVINO, oneDNN, PyTorch and QLinearAveragePool give for the same configuration.")
+EXAMPLES = ["avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode",
+            "avgpool explain 1x1x4 -k 3 -s 2 -p 1,1 --ceil-mode --count-include-pad --svg windows.svg",
+            "avgpool explain 1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER",
+            "avgpool explain 1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil --exclude-pad false "
+            "--dialect openvino"]
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
     from ..dialect_registry import DIALECTS
 
-    explain = add_command(
-        commands, "explain", "every window, its taps and divisor; where the dialects differ",
-        "For an input shape and attributes: the output shape, the resolved pads and, per axis, every window (first "
-        "tap, how many taps fall in the input, in the padding, past the padding) with its divisor; then what ONNX, "
-        "OpenVINO, oneDNN, PyTorch and QLinearAveragePool give for the same configuration.",
-        ["avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode",
-         "avgpool explain 1x1x4 -k 3 -s 2 -p 1,1 --ceil-mode --count-include-pad --svg windows.svg",
-         "avgpool explain 1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER",
-         "avgpool explain 1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil --exclude-pad false "
-         "--dialect openvino"])
-    explain.add_argument("input_shape", type=ints, help="input shape, e.g. 1x1x4 or 1,3,32,32")
-    add_attribute_flags(explain, list(DIALECTS), quantized=False)
-    out = explain.add_argument_group("output")
+    parser.add_argument("input_shape", type=ints, help="input shape, e.g. 1x1x4 or 1,3,32,32")
+    add_attribute_flags(parser, list(DIALECTS), quantized=False)
+    out = parser.add_argument_group("output")
     out.add_argument("--max-windows", type=int, default=64, help="windows listed per axis (0: all; default 64)")
     out.add_argument("--width", type=int, default=80, help="widest text diagram drawn, in columns (default 80)")
     out.add_argument("--no-compare", action="store_true", help="leave out the comparison with other dialects")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
+    from types import ModuleType
 
     from ..dialect_registry import Settings
 
@@ -76,15 +77,18 @@ def auto_pad_mode(text: str) -> str:
     return normalise_auto_pad(text)
 
 
-def add_command(commands: argparse._SubParsersAction, name: str, summary: str, description: str,
-                examples: Sequence[str], footer: str = "") -> argparse.ArgumentParser:
-    """A command's parser: its one-line ``summary`` (in ``avgpool --help``), its ``description``,
-    and its ``examples`` (and ``footer``) after the flags, each kept on its own line."""
+def add_command(commands: argparse._SubParsersAction, name: str, command: ModuleType) -> argparse.ArgumentParser:
+    """The parser of the command ``name``, from what its module says: ``SUMMARY`` (one line, in
+    ``avgpool --help``), ``DESCRIPTION``, ``EXAMPLES`` (after the flags, each kept on its own
+    line) and ``add_flags(parser)``."""
     import argparse
 
+    examples = command.EXAMPLES
     epilog = ("examples:\n" if len(examples) > 1 else "example:\n") + "\n".join(f"  {line}" for line in examples)
-    return commands.add_parser(name, help=summary, description=description, epilog=epilog + footer,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = commands.add_parser(name, help=command.SUMMARY, description=command.DESCRIPTION, epilog=epilog,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    command.add_flags(parser)
+    return parser
 
 
 def add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str], *, quantized: bool = True) -> None:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from .flags import (
     UsageError,
     add_attribute_flags,
-    add_command,
     chunk_lengths,
     dialect_label,
     refuse_overwriting,
@@ -32,40 +31,41 @@ PROGRESS_BYTES = 256 * 2**20
 BATCH_BYTES = 32 * 2**20
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+SUMMARY = "pool a tensor (.npy/.npz/zarr) or an image (PNG/JPEG) into .npy/.npz/zarr/PNG"
+DESCRIPTION = ("Read a tensor from .npy or .npz (never with pickle) or an image (PNG or JPEG, read as "
+               "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
+               "pool it with any dialect and write .npy, .npz or an image. Image output: N must be 1 and C 1 "
+               "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
+               "Work is done batch by batch along N (a large .npy is memory-mapped, a .npy output is written "
+               "batch by batch), with a progress line on stderr for large inputs or with --progress. An "
+               "existing output file is replaced only once the new one is complete.\n\n"
+               "Zarr stores (needs avgpool[dask]): INPUT or OUTPUT is a zarr store when it ends in .zarr or "
+               "is an existing directory; an input store is a zarr array, or a group with --key naming the "
+               "array. Then the work goes chunk by chunk with avgpool.dask, bit for bit the result above and "
+               "never the whole array in memory: the input is read in its own chunks or those --chunks gives "
+               "(e.g. 1,1,2048,2048, -1 for a whole axis, or auto; a .npy input is cut into them too), the "
+               "output chunks follow the input's, and a zarr output (zarr format 3) is written into a "
+               "temporary directory beside it and swapped in only when complete: an existing output store "
+               "(which must be a zarr array) is kept on any error or Ctrl-C. A progress bar goes to stderr "
+               "when it is a terminal or with --progress. ONNX and qlinear pool any zarr store; openvino and "
+               "onednn only where their windows and divisors are some ONNX AveragePool's on that input (else "
+               "exit 2). A .npz or image output from a zarr input is held in memory whole.")
+EXAMPLES = ["avgpool pool photo.png small.png -k 2,2 -s 2,2",
+            "avgpool pool scan.zarr small.zarr -k 4,4 -s 4,4 --chunks 1,1,2048,2048 --progress",
+            "avgpool pool scans.zarr y.npy --key scan/raw -k 3,3 -p 1,1,1,1",
+            "avgpool pool x.npy y.npy -k 3,3 -p 1,1,1,1 --count-include-pad --opset 11",
+            "avgpool pool x.npz y.npz --key images -k 2,2 -s 2,2 --dialect openvino --rounding-type ceil",
+            "avgpool pool x.npy y.npy -k 2,2 -s 2,2 --dialect onednn --layout NCX",
+            "avgpool pool q.npy y.npy -k 2,2 --dialect qlinear --x-scale 0.1 --y-scale 0.1 --x-zero-point 128"]
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
     from ..dialect_registry import POOL_DIALECTS
 
-    pool = add_command(
-        commands, "pool", "pool a tensor (.npy/.npz/zarr) or an image (PNG/JPEG) into .npy/.npz/zarr/PNG",
-        "Read a tensor from .npy or .npz (never with pickle) or an image (PNG or JPEG, read as "
-        "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
-        "pool it with any dialect and write .npy, .npz or an image. Image output: N must be 1 and C 1 "
-        "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
-        "Work is done batch by batch along N (a large .npy is memory-mapped, a .npy output is written "
-        "batch by batch), with a progress line on stderr for large inputs or with --progress. An "
-        "existing output file is replaced only once the new one is complete.\n\n"
-        "Zarr stores (needs avgpool[dask]): INPUT or OUTPUT is a zarr store when it ends in .zarr or "
-        "is an existing directory; an input store is a zarr array, or a group with --key naming the "
-        "array. Then the work goes chunk by chunk with avgpool.dask, bit for bit the result above and "
-        "never the whole array in memory: the input is read in its own chunks or those --chunks gives "
-        "(e.g. 1,1,2048,2048, -1 for a whole axis, or auto; a .npy input is cut into them too), the "
-        "output chunks follow the input's, and a zarr output (zarr format 3) is written into a "
-        "temporary directory beside it and swapped in only when complete: an existing output store "
-        "(which must be a zarr array) is kept on any error or Ctrl-C. A progress bar goes to stderr "
-        "when it is a terminal or with --progress. ONNX and qlinear pool any zarr store; openvino and "
-        "onednn only where their windows and divisors are some ONNX AveragePool's on that input (else "
-        "exit 2). A .npz or image output from a zarr input is held in memory whole.",
-        ["avgpool pool photo.png small.png -k 2,2 -s 2,2",
-         "avgpool pool scan.zarr small.zarr -k 4,4 -s 4,4 --chunks 1,1,2048,2048 --progress",
-         "avgpool pool scans.zarr y.npy --key scan/raw -k 3,3 -p 1,1,1,1",
-         "avgpool pool x.npy y.npy -k 3,3 -p 1,1,1,1 --count-include-pad --opset 11",
-         "avgpool pool x.npz y.npz --key images -k 2,2 -s 2,2 --dialect openvino --rounding-type ceil",
-         "avgpool pool x.npy y.npy -k 2,2 -s 2,2 --dialect onednn --layout NCX",
-         "avgpool pool q.npy y.npy -k 2,2 --dialect qlinear --x-scale 0.1 --y-scale 0.1 --x-zero-point 128"])
-    pool.add_argument("input", help="input file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
-    pool.add_argument("output", help="output file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
-    add_attribute_flags(pool, list(POOL_DIALECTS))
-    files = pool.add_argument_group("files and progress")
+    parser.add_argument("input", help="input file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
+    parser.add_argument("output", help="output file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
+    add_attribute_flags(parser, list(POOL_DIALECTS))
+    files = parser.add_argument_group("files and progress")
     files.add_argument("--key", help="the array to read from an .npz holding several, or from a zarr group")
     files.add_argument("--output-key", help="the array name in an .npz output (default: the input's key, or y)")
     files.add_argument("--dtype", choices=["float16", "float32", "float64", "uint8", "int8"],

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from .flags import UsageError, add_command, refuse_overwriting
+from .flags import UsageError, refuse_overwriting
 from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
@@ -19,27 +19,29 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
-    run = add_command(
-        commands, "run", "run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops",
-        "Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, GlobalAveragePool and "
-        "com.microsoft QLinearAveragePool (bound to the model's opset). Inputs come from .npy/.npz files or are "
-        "generated (shapes from the model, symbolic dimensions set to 1); outputs go to NAME.npy files in "
-        "--output-dir. --check runs the model in onnxruntime too and prints the max abs / rel differences (exit 1 "
-        "beyond tolerance).",
-        ["avgpool run model.onnx", "avgpool run model.onnx --input data_0=x.npy --output-dir out",
-         "avgpool run model.onnx --generate ramp --check --rtol 1e-3"])
-    run.add_argument("model", help="the .onnx file")
-    run.add_argument("--input", "-i", action="append", metavar="NAME=PATH", help="an input from .npy/.npz (repeatable)")
-    run.add_argument("--generate", choices=["random", "ramp"], default="random",
-                     help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test "
-                          "ramp arange(n)/n")
-    run.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
-    run.add_argument("--output-dir", "-o", help="write every output to DIR/NAME.npy")
-    run.add_argument("--opset", type=int, help="bind the pooling ops to this opset (default: the model's)")
-    run.add_argument("--check", action="store_true", help="compare with onnxruntime (if installed)")
-    run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --check (default 1e-4)")
-    run.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of --check (default 1e-6)")
+SUMMARY = "run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops"
+DESCRIPTION = ("Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, GlobalAveragePool "
+               "and com.microsoft QLinearAveragePool (bound to the model's opset). Inputs come from .npy/.npz files or "
+               "are generated (shapes from the model, symbolic dimensions set to 1); outputs go to NAME.npy files in "
+               "--output-dir. --check runs the model in onnxruntime too and prints the max abs / rel differences "
+               "(exit 1 beyond tolerance).")
+EXAMPLES = ["avgpool run model.onnx", "avgpool run model.onnx --input data_0=x.npy --output-dir out",
+            "avgpool run model.onnx --generate ramp --check --rtol 1e-3"]
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="the .onnx file")
+    parser.add_argument("--input", "-i", action="append", metavar="NAME=PATH",
+                        help="an input from .npy/.npz (repeatable)")
+    parser.add_argument("--generate", choices=["random", "ramp"], default="random",
+                        help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test "
+                             "ramp arange(n)/n")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
+    parser.add_argument("--output-dir", "-o", help="write every output to DIR/NAME.npy")
+    parser.add_argument("--opset", type=int, help="bind the pooling ops to this opset (default: the model's)")
+    parser.add_argument("--check", action="store_true", help="compare with onnxruntime (if installed)")
+    parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of --check (default 1e-4)")
+    parser.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance of --check (default 1e-6)")
 
 
 def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:

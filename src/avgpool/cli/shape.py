@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .flags import add_attribute_flags, add_command, ints, settings_from_args, spatial
+from .flags import add_attribute_flags, ints, settings_from_args, spatial
 
 if TYPE_CHECKING:
     import argparse
     from typing import TextIO
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+SUMMARY = "output shape for an input shape, in any dialect"
+DESCRIPTION = "Shape inference alone: the output shape of the pooling."
+EXAMPLES = ["avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode",
+            "avgpool shape 1x1x5 -k 1 -s 3 --auto-pad same_upper --rounding-type ceil --dialect openvino"]
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
     from ..dialect_registry import DIALECTS
 
-    shape = add_command(commands, "shape", "output shape for an input shape, in any dialect",
-                        "Shape inference alone: the output shape of the pooling.",
-                        ["avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode",
-                         "avgpool shape 1x1x5 -k 1 -s 3 --auto-pad same_upper --rounding-type ceil --dialect openvino"])
-    shape.add_argument("input_shape", type=ints, help="input shape, e.g. 1x3x32x32 or 1,3,32,32")
-    add_attribute_flags(shape, list(DIALECTS), quantized=False)
+    parser.add_argument("input_shape", type=ints, help="input shape, e.g. 1x3x32x32 or 1,3,32,32")
+    add_attribute_flags(parser, list(DIALECTS), quantized=False)
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:

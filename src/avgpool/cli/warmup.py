@@ -9,19 +9,19 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
-    from ..first_calls import KINDS
-    from .flags import add_command
+SUMMARY = "load or compile the kernels ahead of the first call (container images, CI)"
+DESCRIPTION = ("Make each kind of first call once, so that later processes start warm: where the package ships "
+               "precompiled kernels for this CPU this only loads them; elsewhere it compiles them (up to a minute per "
+               "dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).")
+EXAMPLES = ["avgpool warmup", "avgpool warmup float32 qlinear-uint8",
+            "NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile"]
 
-    warmup = add_command(
-        commands, "warmup", "load or compile the kernels ahead of the first call (container images, CI)",
-        "Make each kind of first call once, so that later processes start warm: where the package ships "
-        "precompiled kernels for this CPU this only loads them; elsewhere it compiles them (up to a minute per "
-        "dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).",
-        ["avgpool warmup", "avgpool warmup float32 qlinear-uint8",
-         "NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile"],
-        f"\nkinds: {', '.join(KINDS)}")
-    warmup.add_argument("kinds", nargs="*", metavar="KIND", help="kinds to warm up (default: all)")
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    from ..first_calls import KINDS
+
+    parser.epilog += f"\nkinds: {', '.join(KINDS)}"  # after the examples
+    parser.add_argument("kinds", nargs="*", metavar="KIND", help="kinds to warm up (default: all)")
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
