@@ -134,8 +134,6 @@ def _gathered(shape: tuple[int, ...], first: np.ndarray, rest: Iterator[np.ndarr
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
-    import itertools
-
     from ..dialect_registry import DIALECTS
     from . import files
 
@@ -147,10 +145,7 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.chunks is not None:
         raise UsageError("--chunks chooses the tiles of a zarr store's work: the input or the output must be one")
     dialect = DIALECTS[args.dialect]
-    out_kind = files.check_suffix(args.output, writing=True)  # before any work
-    if args.output_key is not None:
-        files.check_member_name(args.output, args.output_key)
-    refuse_overwriting([args.input], args.output)
+    out_kind = _output_kind(args)  # before any work
     tensor = files.read_tensor(args.input, key=args.key)
     x = tensor.array
     if x.ndim < 3:
@@ -171,15 +166,7 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     pooled = _pooled(x, batch, compute, progress)
     first = next(pooled)
     shape = (n,) + first.shape[1:]
-    commit = INTERRUPTS.committing(last=True)
-    if out_kind == "npy":  # streamed: an output larger than memory is never held whole
-        with files.replacing(args.output, commit=commit) as fp:
-            files.write_npy_batches(fp, shape, first.dtype, itertools.chain([first], pooled))
-    else:
-        y = _gathered(shape, first, pooled)
-        result = y.transpose(0, 3, 1, 2) if out_kind == "image" and settings.channels_last and y.ndim == 4 else y
-        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(tensor.key or "y"),
-                        commit=commit)
+    _write(args, out_kind, shape, first, pooled, settings.channels_last, tensor.key)
     progress.close()
     seconds = time.perf_counter() - started
     if not args.quiet:
@@ -187,3 +174,32 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
               f"({settings.describe()}) -> {args.output} {'x'.join(map(str, shape))} {first.dtype} in {seconds:.2f} s",
               file=stdout)
     return 0
+
+
+def _output_kind(args: argparse.Namespace) -> str:
+    """The output's kind by its suffix, once its name, --output-key and the input allow writing it."""
+    from . import files
+
+    out_kind = files.check_suffix(args.output, writing=True)
+    if args.output_key is not None:
+        files.check_member_name(args.output, args.output_key)
+    refuse_overwriting([args.input], args.output)
+    return out_kind
+
+
+def _write(args: argparse.Namespace, out_kind: str, shape: tuple[int, ...], first: np.ndarray,
+           rest: Iterator[np.ndarray], channels_last: bool, input_key: str | None) -> None:
+    """The pooled batches into the output file, which replaces any old one only once complete."""
+    import itertools
+
+    from . import files
+
+    commit = INTERRUPTS.committing(last=True)
+    if out_kind == "npy":  # streamed: an output larger than memory is never held whole
+        with files.replacing(args.output, commit=commit) as fp:
+            files.write_npy_batches(fp, shape, first.dtype, itertools.chain([first], rest))
+    else:
+        y = _gathered(shape, first, rest)
+        result = y.transpose(0, 3, 1, 2) if out_kind == "image" and channels_last and y.ndim == 4 else y
+        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(input_key or "y"),
+                           commit=commit)

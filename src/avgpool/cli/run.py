@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .flags import UsageError, refuse_overwriting
 from .interrupts import INTERRUPTS
@@ -64,46 +64,20 @@ def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
-    import numpy as np
-
     from .. import onnx as avgpool_onnx
     from ..dialect_registry import DialectUnavailable
     from ..errors import AvgPoolError
-    from .files import read_tensor, write_tensor
 
-    if not os.path.isfile(args.model):
-        raise UsageError(f"{args.model}: no such file")
-    try:
-        model = avgpool_onnx.load_model(args.model)
-    except ImportError:
-        raise
-    except Exception as err:  # noqa: BLE001 - protobuf raises several kinds for a bad file
-        raise UsageError(f"{args.model} is not a valid ONNX model: {err}") from None
+    model = _load(args.model)
     specs = {spec.name: spec for spec in avgpool_onnx.model_inputs(model)}
-    given: dict[str, str] = {}
-    for item in args.input or ():
-        name, sep, path = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--input {item!r}: expected NAME=PATH")
-        if name not in specs:
-            raise UsageError(f"--input {name!r}: the model has no such input; its inputs are {sorted(specs)}")
-        given[name] = path
+    given = _given_inputs(args.input or (), specs)
     opset = args.opset or avgpool_onnx.model_opset(model) or 22
     evaluator = avgpool_onnx.make_evaluator(model, opset=opset)
     names = list(evaluator.output_names)
     files = _output_files(args.output_dir, names) if args.output_dir else {}
     for file in files.values():  # before any work
         refuse_overwriting([args.model, *given.values()], file)
-    feeds: dict[str, np.ndarray] = {}
-    for name, path in given.items():
-        feeds[name] = np.asarray(read_tensor(path).array)
-        problem = specs[name].mismatch(feeds[name])
-        if problem:
-            raise UsageError(f"--input {name}={path}: the array {problem}")
-    for i, (name, spec) in enumerate(specs.items()):
-        if name not in feeds:
-            feeds[name] = avgpool_onnx.generate_input(spec, seed=args.seed + i, kind=args.generate)
-            print(f"input {name}: generated {args.generate} {'x'.join(map(str, spec.shape))} {spec.dtype}", file=stdout)
+    feeds = _feeds(specs, given, args.seed, args.generate, stdout)
     started = time.perf_counter()
     try:
         outputs = evaluator.run(None, feeds)
@@ -114,6 +88,65 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
         return 1
     seconds = time.perf_counter() - started
     print(f"ran {args.model} (opset {opset}) with avgpool's pooling ops in {seconds:.2f} s", file=stdout)
+    _write_outputs(args, names, outputs, files, stdout)
+    return _check(args, model, feeds, names, outputs, stdout) if args.check else 0
+
+
+def _load(path: str) -> Any:
+    """The ONNX model in the file, or a UsageError."""
+    from .. import onnx as avgpool_onnx
+
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file")
+    try:
+        return avgpool_onnx.load_model(path)
+    except ImportError:
+        raise
+    except Exception as err:  # noqa: BLE001 - protobuf raises several kinds for a bad file
+        raise UsageError(f"{path} is not a valid ONNX model: {err}") from None
+
+
+def _given_inputs(items: Sequence[str], specs: dict) -> dict[str, str]:
+    """The --input flags (NAME=PATH) as name -> path, each naming an input of the model."""
+    given: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--input {item!r}: expected NAME=PATH")
+        if name not in specs:
+            raise UsageError(f"--input {name!r}: the model has no such input; its inputs are {sorted(specs)}")
+        given[name] = path
+    return given
+
+
+def _feeds(specs: dict, given: dict[str, str], seed: int, kind: str, stdout: TextIO) -> dict[str, np.ndarray]:
+    """Every input of the model: read from its file, checked against the model's input, or
+    generated (a line each)."""
+    import numpy as np
+
+    from .. import onnx as avgpool_onnx
+    from .files import read_tensor
+
+    feeds: dict[str, np.ndarray] = {}
+    for name, path in given.items():
+        feeds[name] = np.asarray(read_tensor(path).array)
+        problem = specs[name].mismatch(feeds[name])
+        if problem:
+            raise UsageError(f"--input {name}={path}: the array {problem}")
+    for i, (name, spec) in enumerate(specs.items()):
+        if name not in feeds:
+            feeds[name] = avgpool_onnx.generate_input(spec, seed=seed + i, kind=kind)
+            print(f"input {name}: generated {kind} {'x'.join(map(str, spec.shape))} {spec.dtype}", file=stdout)
+    return feeds
+
+
+def _write_outputs(args: argparse.Namespace, names: Sequence[str], outputs: Sequence[Any], files: dict[str, str],
+                   stdout: TextIO) -> None:
+    """A line per output (shape, dtype, range), each written to its file with --output-dir."""
+    import numpy as np
+
+    from .files import write_tensor
+
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
     for number, (name, value) in enumerate(zip(names, outputs), 1):
@@ -127,8 +160,15 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
             write_tensor(files[name], value, commit=INTERRUPTS.committing(last=last))
             line += f" -> {files[name]}"
         print(line, file=stdout)
-    if not args.check:
-        return 0
+
+
+def _check(args: argparse.Namespace, model: Any, feeds: dict[str, np.ndarray], names: Sequence[str],
+           outputs: Sequence[Any], stdout: TextIO) -> int:
+    """--check: each output against onnxruntime's, a line each; 1 when any differs beyond the tolerance."""
+    import numpy as np
+
+    from .. import onnx as avgpool_onnx
+
     expected = avgpool_onnx.onnxruntime_outputs(model, feeds, names)
     worst_ok = True
     for name, got, ref in zip(names, outputs, expected):
