@@ -51,15 +51,8 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel: Any, *, exclud
               pads_begin: Any = None, pads_end: Any = None, rounding_type: Any = "floor",
               auto_pad: Any = "explicit", dilations: Any = None) -> PoolSpec:
     """Validate OpenVINO AvgPool attributes for an NCX input shape and translate them."""
-    rank = len(input_shape)
-    if rank not in (3, 4, 5):
-        raise AvgPoolError(f"the input has rank {rank} (shape {tuple(input_shape)}): "
-                           "it must be 3, 4 or 5 (N x C x D1 ...)")
-    if input_shape[0] == 0 or input_shape[1] == 0:
-        raise AvgPoolError(f"the input {tuple(input_shape)} has a batch or channel size of 0: "
-                           "OpenVINO requires both to be positive")
-    n = rank - 2
-    spatial = input_shape[2:]
+    _check_input(input_shape)
+    n = len(input_shape) - 2
     axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
     kernel_ = as_int_tuple("kernel", kernel, n, axes_text, minimum=1)
     strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
@@ -77,7 +70,33 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel: Any, *, exclud
         raise AvgPoolError(f"`rounding_type` {rounding_type!r} does not exist before "
                            f"AvgPool-{_ROUNDING_SINCE[rounding_name]}; this is AvgPool-{version}")
     exclude = as_flag("exclude_pad", exclude_pad)
-    extents = tuple((k - 1) * d + 1 for k, d in zip(kernel_, dilations_))
+    _check_windows(input_shape[2:], kernel_, strides_, dilations_, mode, begins, ends, exclude)
+    return PoolSpec(
+        kernel=kernel_, strides=strides_, dilations=dilations_,
+        pads=tuple(zip(begins, ends)) if mode is PadMode.EXPLICIT else ((0, 0),) * n,
+        pad_mode=mode, rounding=_ROUNDING[rounding_name],
+        divisor=Divisor.VALID_TAPS if exclude else Divisor.FULL_KERNEL_IF_PADDED,
+    )
+
+
+def _check_input(input_shape: tuple[int, ...]) -> None:
+    """The input shapes OpenVINO accepts: rank 3 to 5, N and C positive."""
+    rank = len(input_shape)
+    if rank not in (3, 4, 5):
+        raise AvgPoolError(f"the input has rank {rank} (shape {tuple(input_shape)}): "
+                           "it must be 3, 4 or 5 (N x C x D1 ...)")
+    if input_shape[0] == 0 or input_shape[1] == 0:
+        raise AvgPoolError(f"the input {tuple(input_shape)} has a batch or channel size of 0: "
+                           "OpenVINO requires both to be positive")
+
+
+def _check_windows(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...],
+                   dilations: tuple[int, ...], mode: PadMode, begins: tuple[int, ...], ends: tuple[int, ...],
+                   exclude: bool) -> None:
+    """The windows OpenVINO refuses: with exclude_pad, an explicit pad as long as a dilated
+    kernel (a window of padding only); in any mode, a dilated kernel longer than the padded input."""
+    n = len(spatial)
+    extents = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations))
     if mode is PadMode.EXPLICIT:
         pads = tuple(zip(begins, ends))
         if exclude:
@@ -91,15 +110,9 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel: Any, *, exclud
         pads = ((0, 0),) * n
     else:
         pads = tuple(same_pads(length, s, extent, mode is PadMode.SAME_UPPER)
-                     for length, s, extent in zip(spatial, strides_, extents))
+                     for length, s, extent in zip(spatial, strides, extents))
     for axis, (length, extent, (begin, end)) in enumerate(zip(spatial, extents, pads)):
         if extent > length + begin + end:
             raise AvgPoolError(
-                f"`kernel` {kernel_} (dilated extent {extent} on axis {axis}) is larger than the padded input "
+                f"`kernel` {kernel} (dilated extent {extent} on axis {axis}) is larger than the padded input "
                 f"{length} + {begin} + {end}: OpenVINO refuses it, whatever rounding_type says")
-    return PoolSpec(
-        kernel=kernel_, strides=strides_, dilations=dilations_,
-        pads=tuple(zip(begins, ends)) if mode is PadMode.EXPLICIT else ((0, 0),) * n,
-        pad_mode=mode, rounding=_ROUNDING[rounding_name],
-        divisor=Divisor.VALID_TAPS if exclude else Divisor.FULL_KERNEL_IF_PADDED,
-    )

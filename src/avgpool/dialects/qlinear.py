@@ -77,15 +77,8 @@ def make_geometry(input_shape: tuple[int, ...], kernel_shape: Any, strides: Any,
                   ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> Geometry:
     """Validate the attributes for an input shape and translate them (onnxruntime's geometry)."""
     layout = Layout.NXC if as_flag("channels_last", channels_last) else Layout.NCX
-    if len(input_shape) < 3:
-        raise AvgPoolError(f"`X` has rank {len(input_shape)} (shape {tuple(input_shape)}): it needs at least 3 "
-                           f"dimensions ({'N x D1 ... x C' if layout is Layout.NXC else 'N x C x D1 ...'})")
-    n = len(input_shape) - 2
-    spatial = tuple(input_shape[a] for a in layout.spatial_axes(len(input_shape)))
-    channels = input_shape[-1] if layout is Layout.NXC else input_shape[1]
-    if channels == 0 or 0 in spatial:
-        raise AvgPoolError(f"`X` has shape {tuple(input_shape)}: only the batch size N may be 0 "
-                           "(onnxruntime rejects empty channel or spatial axes)")
+    spatial = _spatial(input_shape, layout)
+    n = len(spatial)
     axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
     kernel = as_int_tuple("kernel_shape", kernel_shape, n, axes_text, minimum=1)
     strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
@@ -101,21 +94,8 @@ def make_geometry(input_shape: tuple[int, ...], kernel_shape: Any, strides: Any,
                                f"size {k} (onnxruntime refuses pads >= kernel_shape)")
     ceil = as_flag("ceil_mode", ceil_mode)
     include_pad = as_flag("count_include_pad", count_include_pad)
-
-    canonical_pads = []
-    ort_pads_zero = True
-    for axis in range(n):
-        length = spatial[axis]
-        pb, pe, out = ort_axis(length, kernel[axis], strides_[axis], (flat[axis], flat[axis + n]), mode, ceil)
-        if out < 0:
-            raise AvgPoolError(
-                f"spatial axis {axis} has no output ({out}): the input length {length} plus pads {pb} + {pe} is "
-                f"shorter than the kernel {kernel[axis]} (stride {strides_[axis]})")
-        ort_pads_zero = ort_pads_zero and pb == 0 and pe == 0
-        # The end pad only decides how many windows there are (the divisor rules used here never
-        # read it): choose it so that floor rounding gives exactly onnxruntime's output length.
-        canonical_pads.append((pb, (out - 1) * strides_[axis] + kernel[axis] - length - pb))
-    spec = PoolSpec(kernel=kernel, strides=strides_, dilations=(1,) * n, pads=tuple(canonical_pads),
+    canonical_pads, ort_pads_zero = _canonical_pads(spatial, kernel, strides_, flat, mode, ceil)
+    spec = PoolSpec(kernel=kernel, strides=strides_, dilations=(1,) * n, pads=canonical_pads,
                     pad_mode=PadMode.EXPLICIT, rounding=Rounding.FLOOR,
                     divisor=Divisor.FULL_KERNEL if include_pad else Divisor.VALID_TAPS)
     global_path = ort_pads_zero and kernel == spatial
@@ -125,6 +105,40 @@ def make_geometry(input_shape: tuple[int, ...], kernel_shape: Any, strides: Any,
             f"`kernel_shape` {kernel} covers the whole input, so onnxruntime takes its integer global-average "
             f"path, which refuses windows of {GLOBAL_MAX_IMAGE} (2**24) elements or more; this one has {image_size}")
     return Geometry(spec, layout, global_path, image_size)
+
+
+def _spatial(input_shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
+    """The spatial sizes of an input shape onnxruntime accepts: rank 3 or more, and only N may be 0."""
+    if len(input_shape) < 3:
+        raise AvgPoolError(f"`X` has rank {len(input_shape)} (shape {tuple(input_shape)}): it needs at least 3 "
+                           f"dimensions ({'N x D1 ... x C' if layout is Layout.NXC else 'N x C x D1 ...'})")
+    spatial = tuple(input_shape[a] for a in layout.spatial_axes(len(input_shape)))
+    channels = input_shape[-1] if layout is Layout.NXC else input_shape[1]
+    if channels == 0 or 0 in spatial:
+        raise AvgPoolError(f"`X` has shape {tuple(input_shape)}: only the batch size N may be 0 "
+                           "(onnxruntime rejects empty channel or spatial axes)")
+    return spatial
+
+
+def _canonical_pads(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...],
+                    flat: tuple[int, ...], mode: str, ceil: bool) -> tuple[tuple[tuple[int, int], ...], bool]:
+    """Per axis, explicit (begin, end) pads under which floor rounding gives onnxruntime's windows
+    (:func:`ort_axis`), and whether onnxruntime's own pads are all 0."""
+    n = len(spatial)
+    canonical_pads = []
+    ort_pads_zero = True
+    for axis in range(n):
+        length = spatial[axis]
+        pb, pe, out = ort_axis(length, kernel[axis], strides[axis], (flat[axis], flat[axis + n]), mode, ceil)
+        if out < 0:
+            raise AvgPoolError(
+                f"spatial axis {axis} has no output ({out}): the input length {length} plus pads {pb} + {pe} is "
+                f"shorter than the kernel {kernel[axis]} (stride {strides[axis]})")
+        ort_pads_zero = ort_pads_zero and pb == 0 and pe == 0
+        # The end pad only decides how many windows there are (the divisor rules used here never
+        # read it): choose it so that floor rounding gives exactly onnxruntime's output length.
+        canonical_pads.append((pb, (out - 1) * strides[axis] + kernel[axis] - length - pb))
+    return tuple(canonical_pads), ort_pads_zero
 
 
 def _scalar(name: str, value: Any) -> Any:
