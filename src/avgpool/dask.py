@@ -324,37 +324,13 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
     cuts: dict = {}  # input chunk key -> the pieces cut from it, in order
     for block in itertools.product(*(range(len(c)) for c in chunks)):
         outputs = tuple(out_ranges[axis][block[axis]][:2] for axis in spatial)
-        per_axis, homes = [], []
-        for axis in range(x.ndim):
-            if axis in spatial:
-                i = spatial.index(axis)
-                per_axis.append(_pieces(x.chunks[axis], *tiling.input_range(i, *outputs[i])))
-                home = out_ranges[axis][block[axis]][2]
-                whole = any(j == home and s.stop - s.start == x.chunks[axis][j] for j, s in per_axis[-1])
-                homes.append((offsets[axis][home], offsets[axis][home + 1]) if whole else None)
-            else:
-                size = x.chunks[axis][block[axis]]
-                per_axis.append([(block[axis], slice(0, size))])
-        spans = [[(offsets[axis][j] + s.start, offsets[axis][j] + s.stop) for j, s in per_axis[axis]]
-                 for axis in range(x.ndim)]
-        refs = {}
-        for combo in itertools.product(*per_axis):
-            source = (x.name, *(index for index, _ in combo))
-            index = tuple(s for _, s in combo)
-            whole = all(s.start == 0 and s.stop == x.chunks[axis][i] for axis, (i, s) in enumerate(combo))
-            chunk = tuple(i for i, _ in combo)
-            if whole:
-                refs[chunk] = TaskRef(source)
-            else:  # its piece of the chunk's cut, taken inside the tile's task (no task of its own)
-                pieces = cuts.setdefault(source, [])
-                refs[chunk] = Task(None, operator.getitem, TaskRef((cut_name, *chunk)), len(pieces))
-                pieces.append(index)
-        nested = _nest(per_axis, refs)
+        per_axis, spans, homes = _tile_pieces(x, tiling, out_ranges, offsets, block, outputs)
+        nested = _nest(per_axis, _piece_refs(x, per_axis, cuts, cut_name))
         extra_ref = None
         if extra is not None:
             extra_ref = TaskRef((extra.name, block[0], block[1]) if tiling.layout is Layout.NCX
                                 else (extra.name, block[0]))
-        tile = _Tile(outputs, tuple(map(tuple, spans)), tuple(homes))
+        tile = _Tile(outputs, spans, homes)
         key = (name, *block)
         graph[key] = Task(key, _run_tile, get_tiling, call, tile, nested, extra_ref)
     for source, indices in cuts.items():
@@ -363,6 +339,47 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
     dependencies = [x] if extra is None else [x, extra]
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=dependencies)
     return da.Array(hlg, name, tuple(chunks), meta=np.empty((0,) * x.ndim, x.dtype))
+
+
+def _tile_pieces(x: da.Array, tiling: Any, out_ranges: list, offsets: list, block: tuple[int, ...],
+                 outputs: tiles.Ranges) -> tuple[list, tuple, tuple]:
+    """What the tile of output chunk ``block`` reads: per axis the input chunks and the slice of
+    each (:func:`_pieces`), their input ranges (spans), and per pooled axis the range of its home
+    chunk where the tile reads that chunk whole (else None)."""
+    spatial = tiling.spatial_axes
+    per_axis, homes = [], []
+    for axis in range(x.ndim):
+        if axis in spatial:
+            i = spatial.index(axis)
+            per_axis.append(_pieces(x.chunks[axis], *tiling.input_range(i, *outputs[i])))
+            home = out_ranges[axis][block[axis]][2]
+            whole = any(j == home and s.stop - s.start == x.chunks[axis][j] for j, s in per_axis[-1])
+            homes.append((offsets[axis][home], offsets[axis][home + 1]) if whole else None)
+        else:
+            size = x.chunks[axis][block[axis]]
+            per_axis.append([(block[axis], slice(0, size))])
+    spans = tuple(tuple((offsets[axis][j] + s.start, offsets[axis][j] + s.stop) for j, s in per_axis[axis])
+                  for axis in range(x.ndim))
+    return per_axis, spans, tuple(homes)
+
+
+def _piece_refs(x: da.Array, per_axis: list, cuts: dict, cut_name: str) -> dict:
+    """Per combination of the chunks a tile reads (one per axis), the reference to its piece: the
+    chunk itself where the tile reads all of it, else its piece of the chunk's cut, taken inside
+    the tile's task (no task of its own), whose slice is added to ``cuts``."""
+    refs = {}
+    for combo in itertools.product(*per_axis):
+        source = (x.name, *(index for index, _ in combo))
+        index = tuple(s for _, s in combo)
+        whole = all(s.start == 0 and s.stop == x.chunks[axis][i] for axis, (i, s) in enumerate(combo))
+        chunk = tuple(i for i, _ in combo)
+        if whole:
+            refs[chunk] = TaskRef(source)
+        else:
+            pieces = cuts.setdefault(source, [])
+            refs[chunk] = Task(None, operator.getitem, TaskRef((cut_name, *chunk)), len(pieces))
+            pieces.append(index)
+    return refs
 
 
 def _nest(per_axis: list, refs: dict, prefix: tuple = ()) -> Any:
