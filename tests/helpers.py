@@ -97,11 +97,18 @@ BATTERY = textwrap.dedent("""
 """)
 
 
-def run_battery(tmp_path: Path, kinds: list[str] | None = None, **env: str) -> dict:
+def run_battery(tmp_path: Path, kinds: list[str] | None = None, *, pytest_first: list[str] | None = None,
+                **env: str) -> dict:
     """Run :data:`BATTERY` in a new process with ``NUMBA_CACHE_DIR`` under ``tmp_path`` and ``env``:
-    its JSON, plus its stderr."""
+    its JSON, plus its stderr and stdout. ``pytest_first``: pytest's arguments for tests run in that
+    same process before the battery (stopping it if they fail), so that the battery reuses the
+    kernels they compiled (under NUMBA_OPT=0 numba's cache does not give an entry kernel back to
+    another process: a second process compiled them all again, ~100 s)."""
     environment = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"), **env)
-    result = subprocess.run([sys.executable, "-c", BATTERY, json.dumps(kinds)], env=environment, capture_output=True,
-                            text=True, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1]) | {"stderr": result.stderr}
+    code = BATTERY
+    if pytest_first is not None:
+        code = f"import pytest\nstatus = pytest.main({pytest_first!r})\nif status:\n    sys.exit(int(status))\n" + code
+    result = subprocess.run([sys.executable, "-c", code, json.dumps(kinds)], env=environment, capture_output=True,
+                            text=True, timeout=1500)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1]) | {"stderr": result.stderr, "stdout": result.stdout}
