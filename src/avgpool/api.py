@@ -61,17 +61,25 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
     except Unhashable:
         key = None
     found = _FIND(key)
-    if found is not None:  # validated before: the prepared pool
-        prepared, label = found[0]
-        global _REPEATED
-        if _REPEATED is prepared:  # twice in a row through the key: worth remembering as the last call
-            _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
-                      prepared, label)
-        _REPEATED = prepared
-        try:
-            return prepared(x, out)
-        except AvgPoolError as err:  # only `out` can be wrong here
-            raise AvgPoolError(f"{label}: {err}") from None
+    if found is None:
+        return _validated_call(x, out, key, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode,
+                               count_include_pad, opset, layout)
+    prepared, label = found[0]  # validated before: the prepared pool
+    global _REPEATED
+    if _REPEATED is prepared:  # twice in a row through the key: worth remembering as the last call
+        _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
+                  prepared, label)
+    _REPEATED = prepared
+    try:
+        return prepared(x, out)
+    except AvgPoolError as err:  # only `out` can be wrong here
+        raise AvgPoolError(f"{label}: {err}") from None
+
+
+def _validated_call(x: Any, out: Any, key: tuple | None, kernel_shape: Any, strides: Any, pads: Any, dilations: Any,
+                    auto_pad: Any, ceil_mode: Any, count_include_pad: Any, opset: Any, layout: Any) -> np.ndarray:
+    """A call not remembered: validated, its pool prepared (:func:`avgpool.engine.prepare`), and
+    remembered under ``key`` when it has one and ``x`` is used as it is."""
     version = onnx_dialect.op_version(opset)
     label = onnx_dialect.label(version)
     with error_context(label):
