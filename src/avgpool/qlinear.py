@@ -153,6 +153,15 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
             return qlinear_engine.run(prepared, x, kernel_args) if out is None else _into(prepared, x, kernel_args, out)
     else:
         key = None
+    return _validated_call(x, out, key, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads,
+                           auto_pad, ceil_mode, count_include_pad, channels_last)
+
+
+def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_point: Any, y_scale: Any,
+                    y_zero_point: Any, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any, ceil_mode: Any,
+                    count_include_pad: Any, channels_last: Any) -> np.ndarray:
+    """A call not remembered: validated, prepared (:func:`prepare_cached`) and remembered under
+    ``key`` when it has one; every error names the operator."""
     try:
         array = x if type(x) is np.ndarray else _as_array(x)
         if array.dtype not in _DTYPES:
