@@ -153,6 +153,55 @@ def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: An
     return y
 
 
+def _output_kind(args: argparse.Namespace) -> str:
+    """zarr, or the output file's kind by its suffix, once the flags, the input and the zarr
+    module allow writing it."""
+    from . import files
+
+    files.zarr_module()  # missing: said before any work
+    zarr_output = files.is_zarr(args.output)
+    out_kind = "zarr" if zarr_output else files.check_suffix(args.output, writing=True)
+    if args.batch_size is not None:
+        raise UsageError("--batch-size is for files; with a zarr store the work goes chunk by chunk (--chunks)")
+    if args.output_key is not None:
+        if zarr_output:
+            raise UsageError("--output-key names the array of an .npz output; a zarr output store is one array")
+        files.check_member_name(args.output, args.output_key)
+    refuse_overwriting([args.input], args.output)
+    _refuse_nested(args.input, args.output)
+    if zarr_output:
+        files.check_zarr_target(args.output)
+    return out_kind
+
+
+def _write(args: argparse.Namespace, out_kind: str, y: Any, channels_last: bool, input_key: str | None,
+           progress: bool) -> None:
+    """``y`` computed into the output, which replaces any old one only once complete: chunk by
+    chunk into a zarr store or a .npy file, whole into an .npz or an image."""
+    import numpy as np
+
+    from . import files
+
+    commit = INTERRUPTS.committing(last=True)
+    if out_kind == "zarr":
+        with files.replacing_directory(args.output, commit=commit) as directory:
+            _store(y, files.create_zarr(directory, y.shape, tuple(max(c[0], 1) for c in y.chunks), y.dtype), progress)
+    elif out_kind == "npy":
+        with files.replacing(args.output, commit=commit) as fp:
+            target = files.npy_memmap(fp, y.shape, y.dtype)
+            _store(y, target, progress)
+            if isinstance(target, np.memmap):
+                target.flush()
+            del target
+    else:
+        result = np.empty(y.shape, y.dtype)
+        _store(y, result, progress)
+        if out_kind == "image" and channels_last and result.ndim == 4:
+            result = result.transpose(0, 3, 1, 2)
+        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(input_key or "y"),
+                           commit=commit)
+
+
 def _regular(y: Any) -> Any:
     """``y`` with chunks zarr can store: equal along each axis but the last one of it. The pooled
     chunks follow the input's, and windows near a chunk edge can shift a few outputs from one
@@ -188,47 +237,15 @@ def pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -
     """``pool`` when the input or the output is a zarr store: a dask graph from the input's chunks
     to the output's, never the whole array in memory (but for an .npz or image output, which is
     written whole)."""
-    import numpy as np
-
-    from . import files
-
     da, avgpool_dask = _dask()
-    files.zarr_module()  # missing: said before any work
-    zarr_output = files.is_zarr(args.output)
-    out_kind = "zarr" if zarr_output else files.check_suffix(args.output, writing=True)  # before any work
-    if args.batch_size is not None:
-        raise UsageError("--batch-size is for files; with a zarr store the work goes chunk by chunk (--chunks)")
-    if args.output_key is not None:
-        if zarr_output:
-            raise UsageError("--output-key names the array of an .npz output; a zarr output store is one array")
-        files.check_member_name(args.output, args.output_key)
-    refuse_overwriting([args.input], args.output)
-    _refuse_nested(args.input, args.output)
-    if zarr_output:
-        files.check_zarr_target(args.output)
+    out_kind = _output_kind(args)  # before any work
     x, key, read = _lazy_input(args, settings, da)
     y = _dask_pooled(args, settings, x, avgpool_dask)
     progress = args.progress or (not args.quiet and sys.stderr.isatty())
     started = time.perf_counter()
-    commit = INTERRUPTS.committing(last=True)
     if out_kind == "zarr":
-        y = _regular(y)
-        with files.replacing_directory(args.output, commit=commit) as directory:
-            _store(y, files.create_zarr(directory, y.shape, tuple(max(c[0], 1) for c in y.chunks), y.dtype), progress)
-    elif out_kind == "npy":
-        with files.replacing(args.output, commit=commit) as fp:
-            target = files.npy_memmap(fp, y.shape, y.dtype)
-            _store(y, target, progress)
-            if isinstance(target, np.memmap):
-                target.flush()
-            del target
-    else:
-        result = np.empty(y.shape, y.dtype)
-        _store(y, result, progress)
-        if out_kind == "image" and settings.channels_last and result.ndim == 4:
-            result = result.transpose(0, 3, 1, 2)
-        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(key or "y"),
-                           commit=commit)
+        y = _regular(y)  # the chunks stored, and printed below
+    _write(args, out_kind, y, settings.channels_last, key, progress)
     seconds = time.perf_counter() - started
     if not args.quiet:
         chunks = "x".join(str(max(c[0], 1)) for c in y.chunks)
