@@ -14,6 +14,7 @@ import numpy as np
 
 from . import tuning
 from .caches import BoundedCache
+from .kernels import columns
 from .plan import AxisPlan, make_plan, total_taps
 from .shape import AxisGeometry, resolve
 from .spec import Layout, PoolSpec
@@ -23,9 +24,10 @@ from .spec import Layout, PoolSpec
 class KernelTables:
     """The plan of every axis, in the flat arrays the compiled kernel takes.
 
-    ``axes[i]`` = (length, outputs, offset into the concatenated tables, dilation, stride,
-    block size or 0 for direct sums, first and one-past-last output whose window lies wholly
-    inside the input, and the axis's pad_begin where :func:`small_planes` holds, else -1).
+    ``axes[i]``: axis ``i``'s row, in the columns :mod:`.kernels.columns` names (length,
+    outputs, offset into the concatenated tables, dilation, stride, block size or 0 for direct
+    sums, first and one-past-last output whose window lies wholly inside the input, and the
+    axis's pad_begin where :func:`small_planes` holds, else -1).
     ``scales`` are the reciprocals of the divisors: a float64 divide per output costs more than
     the whole sum, and the extra rounding (2**-53 relative) is far below a float32 ulp; a zero
     divisor gives inf, and 0 * inf = NaN for an empty window.
@@ -125,7 +127,8 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
     outs = [p.geometry.out for p in plans]
     offsets = np.cumsum([0] + outs)
     scratch = band_row = band_extra = channels
-    rows, splits = [], []
+    axes = np.full((len(plans), columns.AXIS_COLUMNS), -1, np.int64)
+    splits = []
     for axis, (p, block) in enumerate(zip(plans, blocks)):
         g = p.geometry
         inner = channels * math.prod(lengths[axis + 1:])
@@ -134,16 +137,18 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
         band_row = max(band_row, math.prod(outs[1:axis + 1]) * inner)
         if axis > 0:
             band_extra = max(band_extra, g.length * inner)
-        rows.append([g.length, g.out, offsets[axis], g.dilation, g.stride, block, *_interior(p), -1])
+        row = axes[axis]
+        row[columns.LENGTH], row[columns.OUTPUTS], row[columns.OFFSET] = g.length, g.out, offsets[axis]
+        row[columns.DILATION], row[columns.STRIDE], row[columns.BLOCK] = g.dilation, g.stride, block
+        row[columns.INNER_LO], row[columns.INNER_HI] = _interior(p)
         splits.append(_block_splits(p, block))
     scales = _reciprocal(np.concatenate([p.divisor for p in plans]))
     plane_masks, plane_factors = np.empty(0, np.uint8), np.empty(0)
     if small_planes(plans, channels, blocks, global_window):
-        for row, p in zip(rows, plans):
-            row[-1] = p.geometry.pad_begin
+        axes[:, columns.PLANE_PAD] = [p.geometry.pad_begin for p in plans]
         plane_masks, plane_factors = small_plane_tables(plans, scales)
     return KernelTables(
-        axes=np.asarray(rows, dtype=np.int64).reshape(len(plans), 9),
+        axes=axes,
         firsts=np.concatenate([p.first for p in plans]).astype(np.int64),
         counts=np.concatenate([p.count for p in plans]).astype(np.int64),
         splits=np.concatenate(splits),
@@ -200,8 +205,8 @@ def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:
     """Outputs of the first axis per band, and the scratch size per buffer. A slab whose
     intermediates overflow the cache budget alone (group 1) goes in bands (direct sums along
     the first axis only: the block sums there sweep the whole axis)."""
-    n0 = int(t.axes[0, 1])
-    if group > 1 or t.axes.shape[0] < 2 or t.axes[0, 5] > 0:
+    n0 = int(t.axes[0, columns.OUTPUTS])
+    if group > 1 or t.axes.shape[0] < 2 or t.axes[0, columns.BLOCK] > 0:
         return max(1, n0), t.scratch_size
     band = max(1, tuning.current().band_scratch_bytes // (16 * max(1, t.band_row_size)))
     if band >= n0:
@@ -229,12 +234,13 @@ def _reciprocal(divisors: np.ndarray) -> np.ndarray:
 class RunningPlan:
     """The exact int64 running sums of :mod:`.kernels.running` for one (spec, shape).
 
-    ``passes[j]`` = (axis, runs per slab, values per row, pad_begin, kernel, padded line length,
-    clipped; the last four are 0 but for the contiguous axis of NCX), in NCX the contiguous last
-    axis first (the kernel reads its line geometry from ``passes[0]``). ``clipped``: that line
-    would be more than twice the input and output along the axis (a huge kernel with few
-    outputs), so the kernel sums the windows clipped to the input from prefix sums instead, in a
-    line of ``2 * length + 1`` (a 1-D line, clipped or long, is streamed in chunks: no line).
+    ``passes[j]`` (the columns PASS_* of :mod:`.kernels.columns`) = (axis, runs per slab, values
+    per row, pad_begin, kernel, padded line length, clipped; the last four are 0 but for the
+    contiguous axis of NCX), in NCX the contiguous last axis first (the kernel reads its line
+    geometry from ``passes[0]``). ``clipped``: that line would be more than twice the input and
+    output along the axis (a huge kernel with few outputs), so the kernel sums the windows clipped
+    to the input from prefix sums instead, in a line of ``2 * length + 1`` (a 1-D line, clipped
+    or long, is streamed in chunks: no line).
     ``row_factors`` are the divisor scales of the axes before the last running axis (the last
     spatial axis of NXC, the one before it of NCX; one per output row of the axes before it);
     those after it are the contiguous axis's of NCX, which the kernel reads from the tables'
@@ -301,11 +307,11 @@ def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: 
         current[axis] = geometry[axis].out
     boxes = running_boxes(geometry, channels, ncx)
     final = order[-1]
-    scales = [tables.scales[offset:offset + out] for _, out, offset, *_ in tables.axes]
+    scales = [tables.scales[row[columns.OFFSET]:row[columns.OFFSET] + row[columns.OUTPUTS]] for row in tables.axes]
     group_bytes = tuning.current().exact_group_bytes
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
-    return RunningPlan(np.asarray(rows, dtype=np.int64).reshape(-1, 7), np.ascontiguousarray(row_factors),
-                       headroom(geometry),
+    passes = np.asarray(rows, dtype=np.int64).reshape(-1, columns.PASS_COLUMNS)
+    return RunningPlan(passes, np.ascontiguousarray(row_factors), headroom(geometry),
                        _box_held(geometry, channels, ncx, boxes), np.asarray(boxes, dtype=np.int64),
                        max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)))
 

@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from .columns import LENGTH, OFFSET, OUTPUTS, PASS_CLIPPED, PASS_KERNEL, PASS_LINE, PASS_PAD_BEGIN
 from .crew import call_native
 from .jit import COMPUTE, JIT, U, kernel
 from .vector_scan import LANES, window_blocks
@@ -315,8 +316,8 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
     sums of its window's rows (a running vector sum over the input rows, kept between zeros in
     ``line``), then their window sums along the row (:func:`_contiguous_sums`), scaled into
     ``out``. The last axis has stride 1; ``pad_begin``, ``kernel`` and ``clipped`` are its own."""
-    n0, t0 = axes[0, 1], axes[0, 2]
-    width, n1, t1 = axes[1, 0], axes[1, 1], U(axes[1, 2])
+    n0, t0 = axes[0, OUTPUTS], axes[0, OFFSET]
+    width, n1, t1 = axes[1, LENGTH], axes[1, OUTPUTS], U(axes[1, OFFSET])
     lead, to_int, m = U(0 if clipped else pad_begin), 1.0 / unit, U(n1)
     for i in range(U(line.shape[0])):
         line[i] = 0
@@ -351,14 +352,14 @@ def _set_box(axes, firsts, counts, dims, box):
     never cut: the sweep runs along it."""
     ndim = axes.shape[0]
     for d in range(ndim + 1):
-        whole = axes[d, 0] if d < ndim else dims[ndim - 1, _STRIDE]  # the channels: NCX's stride is 1
-        n = axes[d, 1] if d < ndim else whole
+        whole = axes[d, LENGTH] if d < ndim else dims[ndim - 1, _STRIDE]  # the channels: NCX's stride is 1
+        n = axes[d, OUTPUTS] if d < ndim else whole
         u0 = dims[d, _AT] * dims[d, _PER_BOX]
         u1 = min(n, u0 + dims[d, _PER_BOX])
         lo, hi = 0, whole
         if d < ndim and u1 - u0 < n:
             lo, hi = whole, 0
-            t = axes[d, 2]
+            t = axes[d, OFFSET]
             for o in range(u0, u1):
                 if counts[t + o] > 0:
                     lo = min(lo, firsts[t + o])
@@ -375,7 +376,7 @@ def _next_box(axes, dims):
     axis's, ...): False after the last."""
     ndim = axes.shape[0]
     for d in range(ndim, 0, -1):
-        n = axes[d, 1] if d < ndim else dims[ndim - 1, _STRIDE]
+        n = axes[d, OUTPUTS] if d < ndim else dims[ndim - 1, _STRIDE]
         dims[d, _AT] += 1
         if dims[d, _AT] * dims[d, _PER_BOX] < n:
             return True
@@ -460,19 +461,19 @@ def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out
     along the contiguous axis are scaled into the output). A window's scale is ``unit *
     row_factors[r]`` times the axis's own, then (NCX) the contiguous axis's: the products the
     multi-pass kernel took, so the bits are the same (NXC's channels have no divisor)."""
-    n, t = axes[last, 1], axes[last, 2]
+    n, t = axes[last, OUTPUTS], axes[last, OFFSET]
     lo, u0, u1 = box[last, _LO], box[last, _U0], box[last, _U1]
     width = levels[last, 0]
     row_scale = unit * row_factors[r]
     a, b = _FRESH, _FRESH
     if ncx:
         lead = U(0 if clipped else pad_begin)
-        ln, tl = axes[last + 1, 1], U(axes[last + 1, 2])
+        ln, tl = axes[last + 1, OUTPUTS], U(axes[last + 1, OFFSET])
         m = U(ln)
         for o in range(u0, u1):  # here ``last`` >= 1 and not ``from_x``: 1-D and 2-D NCX slabs have their own kernels
             f = _box_first(firsts, counts, t + o, lo)
             a, b = _int_step(ints, U(src_at), width, f, f + counts[t + o], a, b, line, lead)
-            _contiguous_sums(line, axes[last + 1, 0], ln, kernel, clipped, firsts, counts, tl, sums)
+            _contiguous_sums(line, axes[last + 1, LENGTH], ln, kernel, clipped, firsts, counts, tl, sums)
             _scale_line(sums, out, U(p_out + (r * n + o) * ln), m, row_scale * scales[t + o], scales, tl)
         return
     acc = U(levels[last, 1])
@@ -506,13 +507,13 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         _last_level(x, True, p_in + c0, channels, ints, levels, last, 0, out, p_out, axes, firsts, counts, scales, ncx,
                     pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
         return
-    if last == 1 and not ncx and axes[0, 0] == 1:
+    if last == 1 and not ncx and axes[0, LENGTH] == 1:
         # a 2-D NXC slab of one row (N, 1, W, C): each window along the first axis holds that row
         # or nothing, so the last level reads the input row itself (level 0 would copy the slab)
-        n1, t1, c = axes[1, 1], axes[1, 2], U(box[ndim, _LENGTH])
+        n1, t1, c = axes[1, OUTPUTS], axes[1, OFFSET], U(box[ndim, _LENGTH])
         src = p_in + box[1, _LO] * channels + c0
-        for o in range(axes[0, 1]):
-            if counts[axes[0, 2] + o] > 0:
+        for o in range(axes[0, OUTPUTS]):
+            if counts[axes[0, OFFSET] + o] > 0:
                 _last_level(x, True, src, channels, ints, levels, last, o, out, p_out, axes, firsts, counts, scales,
                             ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
                 continue
@@ -535,7 +536,7 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
             level = i - 1
             state[level, 0] += 1
             continue
-        t = axes[i, 2]
+        t = axes[i, OFFSET]
         f = _box_first(firsts, counts, t + o, box[i, _LO])
         e = f + counts[t + o]
         if i == 0:
@@ -551,7 +552,7 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
             continue
         r = 0  # the output row of the levels above the last
         for j in range(last):
-            r = r * axes[j, 1] + state[j, 0]
+            r = r * axes[j, OUTPUTS] + state[j, 0]
         _last_level(x, False, levels[last - 1, 1], levels[last, 0], ints, levels, last, r, out, p_out, axes, firsts,
                     counts, scales, ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box,
                     channels)
@@ -590,28 +591,28 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
         return False
     unit = math.ldexp(1.0, q)
     ndim = axes.shape[0]
-    ncx = passes[0, 5] > 0
-    pad_begin, kernel, clipped = passes[0, 3], passes[0, 4], passes[0, 6] > 0
+    ncx = passes[0, PASS_LINE] > 0
+    pad_begin, kernel, clipped = passes[0, PASS_PAD_BEGIN], passes[0, PASS_KERNEL], passes[0, PASS_CLIPPED] > 0
     if streamed and ndim == 1:
-        _streamed_lines(x, b * slab_in, slabs, axes[0, 0], axes[0, 1], pad_begin, kernel, 1.0 / unit, line, sums, out,
-                        b * slab_out, unit, scales, axes[0, 2])
+        _streamed_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, 1.0 / unit, line,
+                        sums, out, b * slab_out, unit, scales, axes[0, OFFSET])
         return True
     if streamed:  # 2-D planes of one row: each output row is that row's line, or nothing
-        n0, t0, n1, t1 = axes[0, 1], axes[0, 2], axes[1, 1], U(axes[1, 2])
+        n0, t0, n1, t1 = axes[0, OUTPUTS], axes[0, OFFSET], axes[1, OUTPUTS], U(axes[1, OFFSET])
         for s in range(b, b + slabs):
             for o in range(n0):
                 scale = unit * scales[t0 + o]
                 w = s * slab_out + o * n1
                 if counts[t0 + o] > 0:
-                    _streamed_lines(x, s * slab_in, 1, axes[1, 0], n1, pad_begin, kernel, 1.0 / unit, line, sums, out,
-                                    w, scale, scales, axes[1, 2])
+                    _streamed_lines(x, s * slab_in, 1, axes[1, LENGTH], n1, pad_begin, kernel, 1.0 / unit, line,
+                                    sums, out, w, scale, scales, axes[1, OFFSET])
                     continue
                 for i in range(U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
                     out[U(w) + i] = 0.0 * scale * scales[t1 + i]
         return True
     if ncx and ndim == 1:
-        _running_lines(x, b * slab_in, slabs, axes[0, 0], axes[0, 1], pad_begin, kernel, 1.0 / unit, line, sums, out,
-                       b * slab_out, unit, scales, axes[0, 2])
+        _running_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, 1.0 / unit, line,
+                       sums, out, b * slab_out, unit, scales, axes[0, OFFSET])
         return True
     for s in range(b, b + slabs):
         if ncx and ndim == 2:
@@ -666,37 +667,37 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
     engine's :func:`~avgpool.tables.running_plan` sizes both; a smaller one is refused)."""
     bits = x.view(np.uint32)
     ndim = axes.shape[0]
-    ncx = passes[0, 5] > 0
+    ncx = passes[0, PASS_LINE] > 0
     slab_in, slab_out, most = channels, channels, 1
     for axis in range(ndim):
-        slab_in *= axes[axis, 0]
-        slab_out *= axes[axis, 1]
-        most = max(most, axes[axis, 1])
+        slab_in *= axes[axis, LENGTH]
+        slab_out *= axes[axis, OUTPUTS]
+        most = max(most, axes[axis, OUTPUTS])
     levels = np.zeros((ndim, 2), np.int64)
     state = np.zeros((ndim, 3), np.int64)
     dims = np.zeros((ndim + 1, 3), np.int64)
     box = np.zeros((ndim + 1, 4), np.int64)
     dims[ndim, _STRIDE] = 1
     for d in range(ndim - 1, -1, -1):
-        dims[d, _STRIDE] = dims[d + 1, _STRIDE] * (axes[d + 1, 0] if d + 1 < ndim else channels)
+        dims[d, _STRIDE] = dims[d + 1, _STRIDE] * (axes[d + 1, LENGTH] if d + 1 < ndim else channels)
     boxed = False
     for d in range(ndim + 1):
         dims[d, _PER_BOX] = box_outputs[d]
-        boxed |= box_outputs[d] < (axes[d, 1] if d < ndim else channels)
+        boxed |= box_outputs[d] < (axes[d, OUTPUTS] if d < ndim else channels)
     if _most_held(axes, firsts, counts, ncx, dims, box, levels) > int_size:
         raise RuntimeError("the exact kernel was given too little scratch for its running sums")
     ints = np.empty(int_size, np.int64)
     # a 1-D NCX line, or the one row of 2-D NCX planes, longer than WHOLE_LINE_MAX or clipped
-    streamed = ncx and (ndim == 1 or (ndim == 2 and axes[0, 0] == 1)) and (passes[0, 6] > 0
-                                                                          or passes[0, 5] > WHOLE_LINE_MAX)
+    streamed = ncx and (ndim == 1 or (ndim == 2 and axes[0, LENGTH] == 1)) and (passes[0, PASS_CLIPPED] > 0
+                                                                          or passes[0, PASS_LINE] > WHOLE_LINE_MAX)
     if streamed:  # _streamed_lines: the values leaving and entering a chunk of windows
         line = _cache_aligned(2 * LINE_CHUNK, 0)
         sums = _cache_aligned(LINE_CHUNK, 0)
     else:
         # room for the eight-value blocks of _line_window_sums past the last output; the line's
         # values start at its pad_begin (or at 0 when clipped)
-        lead = passes[0, 3] if ncx and passes[0, 6] == 0 else 0
-        line = _cache_aligned((passes[0, 5] if ncx else 0) + LANES, lead)
+        lead = passes[0, PASS_PAD_BEGIN] if ncx and passes[0, PASS_CLIPPED] == 0 else 0
+        line = _cache_aligned((passes[0, PASS_LINE] if ncx else 0) + LANES, lead)
         line[:] = 0  # the zeros around a line of column sums (the running sums touch only its values)
         sums = _cache_aligned(most + LANES, 0)
     for b in range(start, stop, exact_group):

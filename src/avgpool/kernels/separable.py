@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .blocks import block_pass
+from .columns import BLOCK, DILATION, INNER_HI, INNER_LO, LENGTH, OFFSET, OUTPUTS, PLANE_PAD, STRIDE
 from .direct import direct_pass
 from .halfwidth import narrow, widen
 from .jit import COMPUTE, JIT, ONE, ZERO, U, kernel
@@ -38,8 +39,9 @@ TILE_MAX_LENGTH = 2048
 def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, splits, scales, prefix, suffix,
               acc, u0, u1, tiles):
     """One pass along ``axis``, its outputs ``u0..u1`` (a band only for direct sums, ``outer == 1``)."""
-    length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
-    dil, stride, block, lo, hi = axes[axis, 3], axes[axis, 4], axes[axis, 5], axes[axis, 6], axes[axis, 7]
+    length, n_out, t0 = axes[axis, LENGTH], axes[axis, OUTPUTS], axes[axis, OFFSET]
+    dil, stride, block = axes[axis, DILATION], axes[axis, STRIDE], axes[axis, BLOCK]
+    lo, hi = axes[axis, INNER_LO], axes[axis, INNER_HI]
     if block > 0 and inner == 1 and outer >= TILE_ROWS and tiles.shape[0] >= _tile_scratch(length, n_out):
         whole = outer - outer % TILE_ROWS
         _transposed_pass(src, s_base, dst, d_base, axes, axis, whole, firsts, counts, splits, scales, tiles)
@@ -66,8 +68,9 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
     the contiguous axis they are scalar chains (measured on 1x16x256x256, k21 along the last axis:
     8.7 ms -> 3.2 ms, serial). Direct sums gain less than the two transposes cost.
     ``outer`` is a multiple of ``TILE_ROWS``."""
-    length, n_out, t0 = axes[axis, 0], axes[axis, 1], axes[axis, 2]
-    dil, stride, block, lo, hi = axes[axis, 3], axes[axis, 4], axes[axis, 5], axes[axis, 6], axes[axis, 7]
+    length, n_out, t0 = axes[axis, LENGTH], axes[axis, OUTPUTS], axes[axis, OFFSET]
+    dil, stride, block = axes[axis, DILATION], axes[axis, STRIDE], axes[axis, BLOCK]
+    lo, hi = axes[axis, INNER_LO], axes[axis, INNER_HI]
     rows = TILE_ROWS
     n_in = U(length * rows)
     tile_in, tile_out = tiles[:n_in], tiles[n_in:n_in + U(n_out * rows)]
@@ -104,8 +107,8 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
     big for that (``group == 1``) goes in bands of ``band`` outputs of the first axis, every
     pass done on a band before the next, so that its intermediates stay in cache too.
 
-    ``axes[i]`` = (length, outputs, table offset, dilation, stride, block, interior lo, interior
-    hi). ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
+    ``axes[i]``: axis ``i``'s row of :mod:`.columns` (length, outputs, table offset, ...).
+    ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
     of ``size``; ``tiles`` is the scratch of :func:`_transposed_pass`. Pass ``axis`` reads the
     input (first pass) or the buffer the previous pass wrote, and writes the output (last pass)
     or the other buffer; the four cases are spelled out because numba types each variable once
@@ -117,10 +120,10 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
     pre, suf, acc = scratch[rest:rest + size], scratch[rest + size:rest + 2 * size], scratch[rest + 2 * size:]
     slab_in, row_out = channels, channels
     for axis in range(ndim):
-        slab_in *= axes[axis, 0]
+        slab_in *= axes[axis, LENGTH]
         if axis > 0:
-            row_out *= axes[axis, 1]
-    n0 = axes[0, 1]
+            row_out *= axes[axis, OUTPUTS]
+    n0 = axes[0, OUTPUTS]
     slab_out = n0 * row_out
     for b in range(start, stop, group):
         slabs = min(group, stop - b)
@@ -129,11 +132,11 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
             for axis in range(ndim):
                 outer = slabs * (u1 - u0 if axis > 0 else 1)
                 for i in range(1, axis):
-                    outer *= axes[i, 1]
+                    outer *= axes[i, OUTPUTS]
                 inner = channels
                 for i in range(axis + 1, ndim):
-                    inner *= axes[i, 0]
-                v0, v1 = (u0, u1) if axis == 0 else (0, axes[axis, 1])
+                    inner *= axes[i, LENGTH]
+                v0, v1 = (u0, u1) if axis == 0 else (0, axes[axis, OUTPUTS])
                 previous = pong if axis % 2 == 0 else ping
                 following = ping if axis % 2 == 0 else pong
                 if axis == 0 and ndim == 1:
@@ -193,7 +196,7 @@ def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, s
                global_scale, plane_masks, plane_factors):
     """Pool slabs ``start..stop`` (any thread: the GIL is released). ``plane_masks`` and
     ``plane_factors``: the tables of :mod:`.small_planes` (empty where it is not used)."""
-    if axes[0, 8] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
+    if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
         pool_small_planes(x, out, start, stop, axes, plane_masks, plane_factors,
                           np.empty(plane_factors.shape[0] // 2 + 2))
         return
@@ -203,8 +206,8 @@ def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, s
         return
     longest = 0
     for axis in range(axes.shape[0]):
-        if axes[axis, 0] <= TILE_MAX_LENGTH:
-            longest = max(longest, _tile_scratch(axes[axis, 0], axes[axis, 1]))
+        if axes[axis, LENGTH] <= TILE_MAX_LENGTH:
+            longest = max(longest, _tile_scratch(axes[axis, LENGTH], axes[axis, OUTPUTS]))
     _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch,
                 scratch_size, np.empty(longest))
 
@@ -216,8 +219,8 @@ def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts
     ``block_slabs`` slabs are widened to float32, pooled in float64 and rounded once back."""
     slab_in, slab_out = channels, channels
     for axis in range(axes.shape[0]):
-        slab_in *= axes[axis, 0]
-        slab_out *= axes[axis, 1]
+        slab_in *= axes[axis, LENGTH]
+        slab_out *= axes[axis, OUTPUTS]
     wide_in = np.empty(block_slabs * slab_in, np.float32)
     wide_out = np.empty(block_slabs * slab_out, np.float64)
     for b in range(start, stop, block_slabs):

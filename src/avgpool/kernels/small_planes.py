@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .columns import LENGTH, PLANE_PAD
 from .jit import COMPUTE, U, kernel
 
 
@@ -33,13 +34,13 @@ from .jit import COMPUTE, U, kernel
 def pool_small_planes(x, out, start, stop, axes, masks, factors, sums):
     """Pool planes ``start..stop`` of the flat input ``x`` (see the module's conditions), a block
     of planes at a time: the first axis into ``sums`` (float64, the block and a value of margin
-    at each end), the second from it into ``out``. ``axes[d, 8]``: the pad_begin of axis ``d`` (1: three taps,
-    0: one)."""
-    width = axes[1, 0]
-    plane = axes[0, 0] * width
+    at each end), the second from it into ``out``. ``axes[d, PLANE_PAD]``: the pad_begin of axis
+    ``d`` (1: three taps, 0: one)."""
+    width = axes[1, LENGTH]
+    plane = axes[0, LENGTH] * width
     block = factors.shape[0] // 2
     # each table as an array of its own: LLVM vectorised the loops over one shared array 5x slower
-    _pool_blocks(x, out, start, stop, block // plane, plane, width, axes[0, 8] > 0, axes[1, 8] > 0,
+    _pool_blocks(x, out, start, stop, block // plane, plane, width, axes[0, PLANE_PAD] > 0, axes[1, PLANE_PAD] > 0,
                  masks[:block], masks[block:2 * block], masks[2 * block:3 * block], masks[3 * block:],
                  factors[:block], factors[block:], sums)
 
