@@ -144,3 +144,21 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     avgpool.average_pool(x, kernel, pads=pads)
     with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-22: `out` has shape"):
         avgpool.average_pool(x, kernel, pads=pads, out=out)
+
+
+def test_calls_that_build_their_lists_afresh_are_not_kept_as_the_last_call(monkeypatch):
+    # average_pool(x, [2, 2]) in a loop: a new list each time, which the identity test of the
+    # last call can never match, so keeping each (a copy of every list) would only cost time
+    x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    kept = []
+    remember = api._remember
+    monkeypatch.setattr(api, "_remember", lambda *args: kept.append(args[1]) or remember(*args))
+    memo.clear_all()
+    results = [avgpool.average_pool(x, [2, 2], strides=[2, 2]) for _ in range(5)]
+    assert len(kept) == 1  # the validated call only
+    for result in results[1:]:
+        np.testing.assert_array_equal(result, results[0])
+    kernel, strides = [2, 2], [2, 2]  # the same objects again and again: kept on the second call
+    for _ in range(3):
+        np.testing.assert_array_equal(avgpool.average_pool(x, kernel, strides=strides), results[0])
+    assert len(kept) == 2 and kept[1] is kernel and api._LAST[0] is kernel

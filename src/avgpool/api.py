@@ -66,10 +66,12 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
                                count_include_pad, opset, layout)
     prepared, label = found[0]  # validated before: the prepared pool
     global _REPEATED
-    if _REPEATED is prepared:  # twice in a row through the key: worth remembering as the last call
+    was, ks, st, pd, dl = _REPEATED
+    if was is prepared and ks is kernel_shape and st is strides and pd is pads and dl is dilations:
+        # the same call twice in a row, with the same objects
         _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
                   prepared, label)
-    _REPEATED = prepared
+    _REPEATED = (prepared, kernel_shape, strides, pads, dilations)
     try:
         return prepared(x, out)
     except AvgPoolError as err:  # only `out` can be wrong here
@@ -101,9 +103,12 @@ _FIND = _CALLS.find
 #: The call remembered last, by the identity of its argument objects (a model runner passes a
 #: node's own attribute lists each time), with its prepared pool: the same call again skips
 #: building the key. Set when a remembered call comes twice in a row through the key (or is
-#: validated), so that calls alternating between shapes do not pay for setting it each time.
+#: validated), with the very same sequence objects: calls alternating between shapes, or
+#: building their lists afresh each time (``average_pool(x, [2, 2])``, which _LAST can never
+#: match), do not pay for setting it on every call (it costs as much as the rest of the call).
 _LAST: tuple | None = None
-_REPEATED: object = None  # the prepared pool of the last call found through the key
+#: The last call found through the key: its prepared pool and sequence objects.
+_REPEATED: tuple = (None, None, None, None, None)
 _IMMUTABLE = (int, float, bool, str, type(None), np.generic)
 
 
@@ -120,7 +125,7 @@ def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilatio
 @on_clear
 def _forget_last() -> None:
     global _LAST, _REPEATED
-    _LAST = _REPEATED = None
+    _LAST, _REPEATED = None, (None, None, None, None, None)
 
 
 class AveragePool:
