@@ -162,3 +162,15 @@ def test_calls_that_build_their_lists_afresh_are_not_kept_as_the_last_call(monke
     for _ in range(3):
         np.testing.assert_array_equal(avgpool.average_pool(x, kernel, strides=strides), results[0])
     assert len(kept) == 2 and kept[1] is kernel and api._LAST[0] is kernel
+
+
+def test_openvino_empty_windows_are_written_on_the_remembered_path_too():
+    # OpenVINO's CPU kernels give -0.0 for a ceil window starting past the end (a negative
+    # divisor): the remembered call must overwrite it as the validated one does
+    x = np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5)
+    memo.clear_all()
+    for _ in range(3):
+        y = openvino.avg_pool(x, [1], strides=[3], rounding_type="ceil", exclude_pad=True)
+        np.testing.assert_array_equal(y, np.array([[[1.0, 4.0, 0.0]]], np.float32))
+        assert np.signbit(y[0, 0, 2])
+    assert len(openvino._CALLS) == 1

@@ -58,10 +58,3 @@ def write_empty_windows(out: np.ndarray, factors: list[np.ndarray]) -> bool:
     out[..., signed] = np.broadcast_to(zeros, signed.shape)[signed].astype(out.dtype)
     return True
 
-
-def apply_onednn_empty_windows(out: np.ndarray, spec: PoolSpec, input_shape: tuple[int, ...]) -> np.ndarray:
-    """Overwrite, in an NCX output of ``spec``, the empty windows whose oneDNN divisor is negative."""
-    factors = empty_window_factors(spec, input_shape)
-    if factors is not None:
-        write_empty_windows(out, factors)
-    return out

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import caches, engine
 from .dialects import openvino as openvino_dialect
-from .empty_windows import apply_onednn_empty_windows
+from .empty_windows import empty_window_factors, write_empty_windows
 from .errors import error_context
 from .inputs import as_input_array, as_input_shape
 from .memo import Memo, call_key, call_prepared
@@ -50,9 +50,12 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
     key = call_key(x, (kernel, strides, pads_begin, pads_end, dilations),
                    (exclude_pad, rounding_type, auto_pad, version))
     found = _CALLS.get(key)
-    if found is not None:  # validated before: the prepared pool
-        prepared, label, spec = found
-        return apply_onednn_empty_windows(call_prepared(prepared, label, x, out), spec, x.shape)
+    if found is not None:  # validated before: the prepared pool, and the empty windows to overwrite
+        prepared, label, empty_windows = found
+        result = call_prepared(prepared, label, x, out)
+        if empty_windows is not None:
+            write_empty_windows(result, empty_windows)
+        return result
     version = openvino_dialect.check_version(version)
     label = openvino_dialect.label(version)
     with error_context(label):
@@ -61,12 +64,18 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
                                           pads_begin=pads_begin, pads_end=pads_end, rounding_type=rounding_type,
                                           auto_pad=auto_pad, dilations=dilations)
         prepared = engine.prepare(spec, array.shape, array.dtype, Layout.NCX)
+        empty_windows = empty_window_factors(spec, array.shape)
         if key is not None and array is x:
-            _CALLS.put(key, (prepared, label, spec))
-        return apply_onednn_empty_windows(prepared(array, out), spec, array.shape)
+            _CALLS.put(key, (prepared, label, empty_windows))
+        result = prepared(array, out)
+        if empty_windows is not None:
+            write_empty_windows(result, empty_windows)
+        return result
 
 
-#: Calls of :func:`avg_pool` validated before: key -> (prepared pool, operator label, spec).
+#: Calls of :func:`avg_pool` validated before: key -> (prepared pool, operator label, the
+#: per-axis factors of the windows whose divisor OpenVINO makes negative, or None: finding them
+#: costs ten times the call).
 _CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 
 

@@ -112,8 +112,8 @@ def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtyp
 
 def _onednn_empty_windows(y: Any, spec: Any, input_shape: tuple[int, ...]) -> Any:
     """``y`` (the lazy NCX output of ``spec``) with OpenVINO's empty windows written as its CPU
-    kernels compute them, chunk by chunk: what :func:`avgpool.empty_windows.apply_onednn_empty_windows`
-    does to a whole output (the same per-axis divisor factors, cut to each chunk)."""
+    kernels compute them, chunk by chunk: what :func:`avgpool.openvino.avg_pool` does to a whole
+    output (the same per-axis divisor factors, cut to each chunk)."""
     import numpy as np
 
     from ..empty_windows import empty_window_factors, write_empty_windows
