@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -195,8 +197,8 @@ def _float_args(x):
 
 
 def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
-    # 1 x 1 x 60 x 60 in 20 x 20 chunks, k3 s2 p1: a tile inside the array pools its inner outputs
-    # from its own chunk as it is, and one strip along each leading edge from its pieces
+    # 1 x 1 x 60 x 60 in 20 x 20 chunks, k3 s2 p1: a tile inside the array pools all its outputs
+    # from its own chunk as it is, then one strip along each leading edge again from its pieces
     x = da.ones((1, 1, 60, 60), chunks=(1, 1, 20, 20), dtype=np.float32)
     lazy = avgpool_dask.average_pool(x, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     graph = dict(lazy.__dask_graph__())
@@ -205,11 +207,34 @@ def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
     assert tile.outputs == ((10, 20), (10, 20)) and tile.homes == ((20, 40), (20, 40))
     assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), None)]  # a small tile: put together
     monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
-    assert avgpool_dask._parts(t, tile) == [(((11, 20), (11, 20)), (20, 20)), (((10, 11), (10, 20)), None),
+    assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), (20, 20)), (((10, 11), (10, 20)), None),
                                             (((11, 20), (10, 11)), None)]
     corner = graph[(lazy.name, 0, 0, 0, 0)].args[2]
     assert avgpool_dask._parts(t, corner) == [(((0, 10), (0, 10)), (0, 0))]  # the padding is the array's
     assert lazy.compute().tobytes() == np.ones((1, 1, 30, 30), np.float32).tobytes()
+
+
+def test_chunks_read_while_the_kernels_load_wait_past_the_bound(monkeypatch):
+    # threads: the first tile's preparation (avgpool.dask._load) made slow, every chunk cut
+    # meanwhile waits for it (READ_AHEAD_BYTES 0): nothing deadlocks, and the result is the same
+    parts, waited = avgpool_dask._parts, []
+
+    def slow_parts(t, tile):
+        if not waited:
+            waited.append(tile)
+            time.sleep(0.3)
+        return parts(t, tile)
+
+    monkeypatch.setattr(avgpool_dask, "_parts", slow_parts)
+    monkeypatch.setattr(avgpool_dask, "READ_AHEAD_BYTES", 0)
+    monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
+    x = np.random.default_rng(5).random((2, 3, 64, 64), dtype=np.float32)
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 1, 16, 16)), **attrs)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        got = lazy.compute()
+    assert waited and not avgpool_dask._LOADING
+    assert same_bits(got, avgpool.average_pool(x, **attrs))
 
 
 @pytest.mark.parametrize(("dtype", "kernel", "stride", "reads"),

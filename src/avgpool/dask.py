@@ -15,7 +15,8 @@ True
 
 The graph (:func:`_pooled`, in dask's task API) has one task per output tile and, before it,
 one cheap task per input chunk that its neighbours' tiles read from, which cuts their thin halo
-pieces out of it (each input chunk is read once): output chunks follow the input
+pieces out of it (each input chunk is read once), and one task that loads the kernels while the
+first chunks are read (:func:`_load`): output chunks follow the input
 chunks along the pooled axes (each output goes with the input chunk that holds its window's
 centre) and equal them along N and C; no axis is rechunked whole, nothing is padded. Each tile
 is computed by :mod:`avgpool.tiles` exactly as the whole array would be, so the result does not
@@ -32,6 +33,7 @@ import functools
 import itertools
 import math
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,13 +136,13 @@ def _qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry)
 
 
 def _float_call(t: tiles.Tiling, region: np.ndarray, outputs: tiles.Ranges, exact: np.ndarray | None,
-                starts: tuple[int, ...] | None) -> np.ndarray:
-    return t.pool(region, outputs, exact, starts)
+                starts: tuple[int, ...] | None, out: np.ndarray | None) -> np.ndarray:
+    return t.pool(region, outputs, exact, starts, out)
 
 
 def _qlinear_call(params: Any, t: tiles.QLinearTiling, region: np.ndarray, outputs: tiles.Ranges, _: None,
-                  starts: tuple[int, ...] | None) -> np.ndarray:
-    return t.pool(region, outputs, params, starts)
+                  starts: tuple[int, ...] | None, out: np.ndarray | None) -> np.ndarray:
+    return t.pool(region, outputs, params, starts, out)
 
 
 def _exact_of(stats: list, headroom: int) -> np.ndarray:
@@ -199,11 +201,27 @@ def _pieces(chunks: tuple[int, ...], start: int, stop: int) -> list[tuple[int, s
     return pieces or [(0, slice(0, 0))]
 
 
-def _cut(block: np.ndarray, indices: tuple[tuple[slice, ...], ...]) -> tuple[np.ndarray, ...]:
+def _cut(block: np.ndarray, indices: tuple[tuple[slice, ...], ...], load_key: str) -> tuple[np.ndarray, ...]:
     """The pieces of an input chunk that its neighbours' tiles read, copied (a view would keep
     the whole chunk in memory): one task per chunk, not one per piece (dask's scheduling then
-    cost more than the pooling on 256 x 256 chunks)."""
-    return tuple(np.array(block[index]) for index in indices)
+    cost more than the pooling on 256 x 256 chunks). While :func:`_load` runs in this process,
+    the chunks cut (read ahead of their tiles, which wait for it) are counted, and past
+    :data:`READ_AHEAD_BYTES` the task waits for the kernels, holding its thread: that bounds the
+    memory of chunks read ahead."""
+    pieces = tuple(np.array(block[index]) for index in indices)
+    loading = _LOADING.get(load_key)
+    if loading is not None:
+        loading[1] += block.nbytes
+        if loading[1] > READ_AHEAD_BYTES:
+            loading[0].wait()
+    return pieces
+
+
+#: What the threads may read ahead while a worker loads the kernels (:func:`_cut`).
+READ_AHEAD_BYTES = 256 << 20
+#: The loads in progress in this process: per load task's key, its event (set once done) and the
+#: bytes of the chunks cut since it began.
+_LOADING: dict[str, list] = {}
 
 
 #: Tiles reading fewer input values than this are pooled from their pieces put together: below,
@@ -227,11 +245,13 @@ class _Tile:
 def _parts(t: Any, tile: _Tile) -> list[tuple[tiles.Ranges, tuple[int, ...] | None]]:
     """The pool calls of a tile: per call its outputs, and the start of its home chunk along each
     pooled axis where the call reads that chunk as it is, else None (it reads its input range
-    from the pieces put together). The outputs whose windows lie in the tile's own input chunk
-    (its home along each pooled axis, held whole among the pieces) are pooled from that chunk,
-    the few others (along the chunk's edges) apart: no copy of the chunk (a 16 MiB copy per
-    2048 x 2048 float32 tile cost more than its pooling). One call of the whole tile from its
-    pieces put together where that does not apply, or the tile is small."""
+    from the pieces put together). A large tile is pooled whole from its own input chunk (its
+    home along each pooled axis, held whole among the pieces), straight into the tile's output:
+    right where the chunk holds a window's taps, and the few outputs along the chunk's edges,
+    whose windows reach into the neighbours, again from their pieces (no copy of the chunk, nor
+    of the outputs: a 16 MiB copy per 2048 x 2048 float32 tile cost more than its pooling). One
+    call of the whole tile from its pieces put together where that does not apply, or the tile
+    is small."""
     outputs, spans, homes = tile.outputs, tile.spans, tile.homes
     small = math.prod(span[-1][1] - span[0][0] for span in spans) < SPLIT_MIN_ELEMENTS
     if small or any(home is None for home in homes):
@@ -239,10 +259,10 @@ def _parts(t: Any, tile: _Tile) -> list[tuple[tiles.Ranges, tuple[int, ...] | No
     inner = tuple(t.inner_outputs(i, start, stop, homes[i]) for i, (start, stop) in enumerate(outputs))
     if any(a == b for a, b in inner):
         return [(outputs, None)]
-    # the inner block, and around it the edges peeled one axis at a time: along axis i, the
-    # outputs before and after the inner ones, inner along the axes before i, whole along the
-    # axes after it (2 x ndim + 1 parts at most, each edge one strip)
-    parts = [(inner, tuple(home[0] for home in homes))]
+    # the edges peeled one axis at a time: along axis i, the outputs before and after the inner
+    # ones, inner along the axes before i, whole along the axes after it (2 x ndim at most, each
+    # edge one strip)
+    parts = [(outputs, tuple(home[0] for home in homes))]
     for i, (start, stop) in enumerate(outputs):
         for edge in ((start, inner[i][0]), (inner[i][1], stop)):
             if edge[1] > edge[0]:
@@ -250,37 +270,47 @@ def _parts(t: Any, tile: _Tile) -> list[tuple[tiles.Ranges, tuple[int, ...] | No
     return parts
 
 
-def _run_tile(tiling: Callable, call: Callable, tile: _Tile, pieces: list, extra: Any) -> np.ndarray:
-    """One output tile from the pieces of input it reads, in the calls :func:`_parts` gives."""
+def _load(key: str, tiling: Callable, tile: _Tile, chunk: tuple[int, ...]) -> None:
+    """Prepares the first pool call of a large tile (its home chunk of shape ``chunk``, or its
+    pieces put together), so that a worker loads numba and the kernels in a task of their own,
+    on one thread while the others read chunks (as the first tiles, the threads would all wait
+    for it: 0.5-0.8 s at the start of a job; the chunks read meanwhile are bounded, see :func:`_cut`)."""
+    _LOADING[key] = loading = [threading.Event(), 0]
+    try:
+        t = tiling()
+        outputs, starts = _parts(t, tile)[0]
+        shape = list(chunk)
+        for i, axis in enumerate(t.spatial_axes):
+            span = tile.spans[axis]
+            shape[axis] = tile.homes[i][1] - tile.homes[i][0] if starts is not None else span[-1][1] - span[0][0]
+        t.prepare(outputs, tuple(shape), starts)
+    finally:
+        if _LOADING.get(key) is loading:  # (the same graph may be computed twice at once)
+            del _LOADING[key]
+        loading[0].set()
+
+
+def _run_tile(tiling: Callable, call: Callable, tile: _Tile, pieces: list, extra: Any, _loaded: None) -> np.ndarray:
+    """One output tile from the pieces of input it reads, in the calls :func:`_parts` gives
+    (after :func:`_load`)."""
     t = tiling()
-    parts = _parts(t, tile)
-    outputs, spans = tile.outputs, tile.spans
-    if len(parts) == 1:  # the tile is one piece of work: put together
-        return call(t, concatenate3(pieces), outputs, extra, None)
-    spatial = t.spatial_axes
-    out = None
-    for sub_outputs, starts in parts:
-        if starts is not None:  # the home chunk: along each pooled axis, the piece that spans it
-            home = [None] * len(spans)
-            for i, axis in enumerate(spatial):
-                home[axis] = tile.homes[i]
-            region = _select(pieces, [[j for j, span in enumerate(spans[axis]) if home[axis] in (None, span)]
-                                      for axis in range(len(spans))])
-        else:
-            wanted = [None] * len(spans)
-            for i, axis in enumerate(spatial):
-                wanted[axis] = t.input_range(i, *sub_outputs[i])
-            region = _gather(pieces, spans, wanted)
-        result = call(t, region, sub_outputs, extra, starts)
-        if out is None:
-            shape = list(result.shape)
-            for i, axis in enumerate(spatial):
-                shape[axis] = outputs[i][1] - outputs[i][0]
-            out = np.empty(shape, result.dtype)
-        index = [slice(None)] * out.ndim
+    (outputs, starts), *edges = _parts(t, tile)
+    spans, spatial = tile.spans, t.spatial_axes
+    if starts is None:  # the tile is one piece of work: put together
+        return call(t, concatenate3(pieces), outputs, extra, None, None)
+    home = [None] * len(spans)
+    for i, axis in enumerate(spatial):
+        home[axis] = tile.homes[i]
+    region = _select(pieces, [[j for j, span in enumerate(spans[axis]) if home[axis] in (None, span)]
+                              for axis in range(len(spans))])
+    out = call(t, region, outputs, extra, starts, None)
+    index = [slice(None)] * out.ndim
+    wanted = [None] * len(spans)
+    for sub_outputs, _ in edges:  # overwrite what the home chunk alone cannot give
         for i, axis in enumerate(spatial):
+            wanted[axis] = t.input_range(i, *sub_outputs[i])
             index[axis] = slice(sub_outputs[i][0] - outputs[i][0], sub_outputs[i][1] - outputs[i][0])
-        out[tuple(index)] = result
+        call(t, _gather(pieces, spans, wanted), sub_outputs, extra, None, out[tuple(index)])
     return out
 
 
@@ -322,6 +352,7 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
     offsets = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in x.chunks]
     graph: dict = {}
     cuts: dict = {}  # input chunk key -> the pieces cut from it, in order
+    load_key, largest = f"avgpool-load-{token}", (-1, None, None)
     for block in itertools.product(*(range(len(c)) for c in chunks)):
         outputs = tuple(out_ranges[axis][block[axis]][:2] for axis in spatial)
         per_axis, spans, homes = _tile_pieces(x, tiling, out_ranges, offsets, block, outputs)
@@ -332,10 +363,14 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
                                 else (extra.name, block[0]))
         tile = _Tile(outputs, spans, homes)
         key = (name, *block)
-        graph[key] = Task(key, _run_tile, get_tiling, call, tile, nested, extra_ref)
+        graph[key] = Task(key, _run_tile, get_tiling, call, tile, nested, extra_ref, TaskRef(load_key))
+        size = math.prod(b - a for a, b in outputs)
+        if size > largest[0]:
+            largest = (size, tile, tuple(x.chunks[axis][block[axis]] for axis in range(x.ndim)))
+    graph[load_key] = Task(load_key, _load, load_key, get_tiling, *largest[1:])
     for source, indices in cuts.items():
         key = (cut_name, *source[1:])
-        graph[key] = Task(key, _cut, TaskRef(source), tuple(indices))
+        graph[key] = Task(key, _cut, TaskRef(source), tuple(indices), load_key)
     dependencies = [x] if extra is None else [x, extra]
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=dependencies)
     return da.Array(hlg, name, tuple(chunks), meta=np.empty((0,) * x.ndim, x.dtype))

@@ -51,20 +51,23 @@ def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1,
     their plan in the tile's coordinates and the first input index of the tile's region (a
     multiple of ``align`` below the first tap read; the region ends after the last tap read, and
     holds at least ``min_length`` values where the axis has them), or the given ``region``
-    (which holds those taps: :meth:`Tiling.inner_outputs`). Windows with no valid tap read nothing (a tile
-    of only such windows reads values that are never summed)."""
+    (:meth:`Tiling.inner_outputs`: a window reaching out of it keeps the taps inside it, a value
+    that its caller overwrites). Windows with no valid tap read nothing (a tile of only such
+    windows reads values that are never summed)."""
     g = plan.geometry
     first, count = plan.first, plan.count
-    valid = count > 0
     if region is not None:
         lo, hi = region
-    elif valid.any():
-        lo = int(first[valid].min())
-        hi = int((first + (count - 1) * g.dilation)[valid].max()) + 1
+        first, count = _clamped(first, count, g.dilation, lo, hi)
+        valid = count > 0
     else:
-        lo = min(max(0, start * g.stride - g.pad_begin), max(0, g.length - 1))
-        hi = min(lo + 1, g.length)
-    if region is None:
+        valid = count > 0
+        if valid.any():
+            lo = int(first[valid].min())
+            hi = int((first + (count - 1) * g.dilation)[valid].max()) + 1
+        else:
+            lo = min(max(0, start * g.stride - g.pad_begin), max(0, g.length - 1))
+            hi = min(lo + 1, g.length)
         if hi - lo < min_length:
             hi = min(g.length, lo + min_length)
             lo = max(0, min(lo, hi - min_length))
@@ -74,6 +77,18 @@ def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1,
     geometry = AxisGeometry(hi - lo, g.kernel, g.stride, g.dilation, pad_begin,
                             (out - 1) * g.stride + g.extent - (hi - lo) - pad_begin, out)
     return AxisPlan(geometry, np.where(valid, first - lo, 0), count, plan.divisor), lo
+
+
+def _clamped(first: np.ndarray, count: np.ndarray, dilation: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The taps ``first + j * dilation`` (``j < count``) of each window that lie in ``[lo, hi)``:
+    their first and count (unchanged where the window lies inside)."""
+    if not count.size or (int(first[count > 0].min(initial=lo)) >= lo
+                          and int((first + (count - 1) * dilation)[count > 0].max(initial=lo)) < hi):
+        return first, count
+    skip = np.maximum(0, -((first - lo) // dilation))  # taps before lo
+    last = np.minimum(count - 1, (hi - 1 - first) // dilation)  # the last tap before hi
+    kept = np.where(count > 0, np.maximum(0, last - skip + 1), 0)
+    return np.where(kept > 0, first + skip * dilation, lo), kept
 
 
 class _SharedPlans:
@@ -181,29 +196,35 @@ class Tiling(_SharedPlans):
         return self._keyed_cut(axis, start, stop, region, self.spec.divisor, align, 2)
 
     def pool(self, x: np.ndarray, outputs: Ranges, exact_slabs: np.ndarray | None = None,
-             starts: tuple[int, ...] | None = None) -> np.ndarray:
+             starts: tuple[int, ...] | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """Outputs ``outputs`` (a ``(start, stop)`` per spatial axis) of the whole operator, from
         ``x``: the input region :meth:`input_range` gives along each spatial axis, with any part
-        of the batch and channel axes; or a region starting at ``starts`` (one per spatial axis)
-        that holds their taps (:meth:`inner_outputs`). ``exact_slabs`` (float32 with :attr:`exact` only): per
+        of the batch and channel axes; or a region starting at ``starts`` (one per spatial axis):
+        right where it holds the taps (:meth:`inner_outputs`), elsewhere a window's taps inside
+        it (values to overwrite). ``exact_slabs`` (float32 with :attr:`exact` only): per
         slab of ``x`` (N x C in NCX, N in NXC), whether the values of the whole slab allow the
         exact sums (:func:`exact_allowed`); None when ``x`` holds whole slabs, which then decide
-        for themselves."""
+        for themselves. ``out``: an array of the outputs' shape to write them into (one that is
+        not C-contiguous gets them through a copy)."""
         if self.layout is Layout.NXC and x.shape[-1] == 1 and self.shape[-1] > 1:
             # one channel of many: pooled as two (see _cut), the copy's outputs dropped
-            return self.pool(np.concatenate([x, x], axis=-1), outputs, exact_slabs, starts)[..., :1]
+            result = self.pool(np.concatenate([x, x], axis=-1), outputs, exact_slabs, starts)[..., :1]
+            if out is None:
+                return result
+            out[...] = result
+            return out
         exact, plain = self.prepare(outputs, x.shape, starts)
         x = np.ascontiguousarray(x)
         if exact is None:
-            return plain(x)
+            return plain(x, out)
         if exact_slabs is None:
-            return exact(x)
+            return exact(x, out)
         exact_slabs = np.asarray(exact_slabs, bool).reshape(-1)
         if exact_slabs.all():  # each slab of the tile passes the check too: its values are some of the slab's
-            return exact(x)
+            return exact(x, out)
         if not exact_slabs.any():
-            return plain(x)
-        result = exact(x)
+            return plain(x, out)
+        result = exact(x, out)
         chosen = ~exact_slabs
         self._slabs_view(result)[chosen] = self._slabs_view(plain(x))[chosen]
         return result
@@ -356,13 +377,15 @@ class QLinearTiling(_SharedPlans):
         return found
 
     def pool(self, x: np.ndarray, outputs: Ranges, params: QuantParams,
-             starts: tuple[int, ...] | None = None) -> np.ndarray:
+             starts: tuple[int, ...] | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """Outputs ``outputs`` of the whole operator from ``x``, the region :meth:`input_range`
-        gives (any part of the batch and channel axes), or a region starting at ``starts`` that
-        holds their taps (:meth:`inner_outputs`)."""
+        gives (any part of the batch and channel axes), or a region starting at ``starts``
+        (:meth:`inner_outputs`), into ``out`` if given."""
         x = np.ascontiguousarray(x)
         prepared = self.prepare(outputs, x.shape, starts)
-        return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
+        if out is None:
+            return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
+        return qlinear_engine.run_into(prepared, x, prepared.kernel_args(params), out)
 
 
 def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> QLinearTiling:
