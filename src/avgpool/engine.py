@@ -11,6 +11,7 @@ import numpy as np
 
 from . import tuning
 from .caches import BoundedCache
+from .inputs import check_output_fits
 from .pools import PreparedPool, prepare_tables
 from .shape import infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
@@ -21,6 +22,8 @@ from .tables import kernel_tables, running_plan
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
     dtype = np.dtype(dtype)
+    out_shape = infer_output_shape(spec, shape, layout)
+    check_output_fits(out_shape, dtype, shape)
     spatial_shape = spatial_shape_of(shape, layout)
     t = tuning.current()
     if max(g.out for g in resolve(spec, spatial_shape)) > t.long_axis_outputs:
@@ -30,4 +33,4 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     channels = 1 if layout is Layout.NCX else shape[-1]
     tables = kernel_tables(spec, spatial_shape, channels)
     running = running_plan(spec, spatial_shape, channels, layout, tables) if dtype == np.float32 else None
-    return prepare_tables(infer_output_shape(spec, shape, layout), shape, dtype, layout, tables, running)
+    return prepare_tables(out_shape, shape, dtype, layout, tables, running)

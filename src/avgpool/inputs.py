@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,3 +85,45 @@ def _shape_size(value: Any) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise AvgPoolError(f"`input_shape` must hold integers, got {value!r}")
     return int(value)
+
+
+def _physical_memory() -> int | None:
+    """This machine's memory in bytes, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _size_text(size: float) -> str:
+    unit = "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{int(size)} bytes" if unit == "bytes" else f"{size:.3g} {unit}"
+
+
+#: An output may take up to this many times its input's bytes even past the machine's memory (a
+#: memory-mapped input and ``out=``), but no more: only padding far larger than the input gives
+#: more, and such windows are all padding.
+OUTPUT_TO_INPUT_BYTES = 4
+
+
+def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tuple[int, ...]) -> None:
+    """Refuse, before any table is built, an output that with its window tables (a few int64s per
+    output along each axis) takes more bytes than this machine's memory and than
+    :data:`OUTPUT_TO_INPUT_BYTES` times the input: kernel sizes and pads in the billions, whose
+    tables took tens of GB and minutes to build before failing."""
+    itemsize = np.dtype(dtype).itemsize
+    out_bytes = math.prod(out_shape) * itemsize
+    # the window tables: at most three int64s per output along each axis
+    needed = out_bytes + 24 * sum(out_shape)
+    limit = max(_physical_memory() or 0, OUTPUT_TO_INPUT_BYTES * math.prod(in_shape) * itemsize)
+    if limit and needed > limit:
+        raise AvgPoolError(
+            f"the attributes give an output of shape {'x'.join(map(str, out_shape))} ({_size_text(out_bytes)} of "
+            f"{dtype_name(dtype)} and {_size_text(needed - out_bytes)} of window tables), more than this machine's "
+            f"memory ({_size_text(_physical_memory() or 0)}) and "
+            f"{OUTPUT_TO_INPUT_BYTES} times the input: an output must fit in memory (check `kernel_shape` and the "
+            f"pads; arrays beyond memory: avgpool.dask)")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import threads, tuning
-from .inputs import out_target
+from .inputs import check_output_fits, out_target
 from .plan import make_plan
 from .quantized import Geometry, QuantParams, global_scale
 from .shape import infer_output_shape
@@ -219,6 +219,7 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
     geometry its dialect made for that shape (or for a shape of the same spatial axes)."""
     dtype = np.dtype(dtype)
     out_shape = infer_output_shape(geometry.spec, shape, geometry.layout)
+    check_output_fits(out_shape, dtype, shape)
     nxc = geometry.layout is Layout.NXC
     spatial = shape[1:-1] if nxc else shape[2:]
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])

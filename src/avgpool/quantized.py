@@ -49,7 +49,8 @@ class QuantParams(NamedTuple):
 def global_scale(params: QuantParams, image_size: int) -> np.float32:
     """The integer global path's combined scale ``x_scale / (y_scale * n)`` in float32, range-checked
     as onnxruntime does."""
-    scale = params.x_scale / (params.y_scale * np.float32(image_size))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # the range check below says it
+        scale = params.x_scale / (params.y_scale * np.float32(image_size))
     if not GLOBAL_SCALE_MIN <= scale < GLOBAL_SCALE_MAX:
         raise AvgPoolError(
             f"`kernel_shape` covers the whole input, so onnxruntime takes its integer global-average path, which "
