@@ -21,7 +21,7 @@ Columns (median seconds per call; 2 threads per runtime):
   prepared    avgpool's memoised prepared engine called directly, as qlinear_average_pool's
               memo-hit path does: ``qlinear_engine.run_into(prepared, x, kernel_args, out)`` with
               the ``Prepared`` of ``avgpool.qlinear.prepare_cached(...)`` and the kernel arguments of
-              ``prepared.kernel_args(...)`` (the very objects the function's memo holds; checked)
+              ``qlinear_engine.kernel_args(prepared, ...)`` (the very objects the function's memo holds; checked)
               and a preallocated output. No public API: the counterpart of an onnxruntime session.
   function    the public ``avgpool.qlinear_average_pool(x, x_scale, x_zp, y_scale, y_zp, kernel,
               **attrs, channels_last=..., out=out)`` with the same preallocated output.
@@ -126,7 +126,7 @@ def prepared_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int
         x.shape, x.dtype, frz(w.attrs["kernel_shape"]), frz(kw.get("strides")), frz(kw.get("pads")),
         frz(kw.get("auto_pad", "NOTSET")), frz(kw.get("ceil_mode", False)), frz(kw.get("count_include_pad", False)),
         frz(nhwc))
-    kernel_args = prepared.kernel_args(_qlinear._params(x.dtype, *w.quant))
+    kernel_args = qlinear_engine.kernel_args(prepared, _qlinear._params(x.dtype, *w.quant))
     out = np.empty(out_shape, x.dtype)
     run_into = qlinear_engine.run_into
 

@@ -281,8 +281,8 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
                             prepared = qlinear.prepare(x.shape, x.dtype, kernel, strides,
                                                        None if isinstance(pads, str) else pads,
                                                        pads if isinstance(pads, str) else "NOTSET", ceil_mode, cip, 1)
-                            assert prepared.kind == qlinear_engine._GENERAL_NXC
-                            assert prepared.tables[0][qlinear_kernels.DEQUANT] == dequant
+                            assert prepared.quantized.kind == qlinear_engine._GENERAL_NXC
+                            assert prepared.quantized.tables[0][qlinear_kernels.DEQUANT] == dequant
     finally:
         qlinear.forget()
 

@@ -1,11 +1,13 @@
 """A prepared pool: the kernel, its arguments and its threading for one input shape, called with
-the data (:class:`PreparedPool`), made from kernel tables by :func:`prepare_tables`."""
+the data (:class:`PreparedPool`, the engine's one prepared-call type, float and quantized), made
+from kernel tables by :func:`prepare_tables` (QLinearAveragePool's by :mod:`.qlinear_engine`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -19,28 +21,48 @@ _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
 
 @dataclass(frozen=True, eq=False)
 class PreparedPool:
-    """Everything about one (spec, input shape, dtype, layout) that does not depend on the data:
-    calling it costs the kernel and a few checks."""
+    """Everything about one (operator, input shape, dtype, layout) that does not depend on the
+    data. A float pool holds its kernel's arguments and is called with the data: that costs the
+    kernel and a few checks. QLinearAveragePool's kernel arguments depend on the quantisation
+    values too: :mod:`.qlinear_engine` makes them per set of values from ``quantized`` and runs
+    the pool with them through ``plan``."""
 
     out_shape: tuple[int, ...]
     dtype: np.dtype
-    slabs: int
-    kernel: Callable[..., None]  # kernel(x, out, first slab, stop slab, *kernel_args): the dispatcher
-    kernel_args: tuple
+    items: int  # the kernel's work items (slabs, output rows, positions or planes)
+    kernel: Callable[..., None] | None  # kernel(x, out, first item, stop item, *kernel_args); None: empty
+    kernel_args: tuple  # () where they come with each call (QLinearAveragePool)
     pieces: int  # shared between threads when more than 1
     as_bits: bool  # float16/bfloat16 reach the kernel as their uint16 bit patterns
+    # the input's shape and the shapes the kernel takes the input and output in (QLinearAveragePool's
+    # kernels, some of them 2-D to 4-D); None: flat arrays
+    views: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
+    quantized: Any = None  # QLinearAveragePool: what its kernel arguments are made from
     empty: bool = field(init=False)  # nothing to compute
-    # the kernel's compiled entry for flat arrays (jit.flat_signature), called without numba's
-    # dispatcher: no argument typing per call, and one specialisation for any input
-    call: Callable[..., None] = field(init=False)
+    # the kernel's compiled entry for these arrays (flat: jit.flat_signature), called without
+    # numba's dispatcher: no argument typing per call, and one specialisation for any input
+    call: Callable[..., None] | None = field(init=False)
+    # with views: what qlinear_engine.run needs, in one tuple (each attribute lookup counts in a
+    # 1-2 us call)
+    plan: tuple = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "empty", self.slabs == 0 or math.prod(self.out_shape) == 0)
-        from .kernels import jit
+        object.__setattr__(self, "empty", self.items == 0 or math.prod(self.out_shape) == 0)
+        if self.views is None:
+            from .kernels import jit
 
-        bits = np.dtype(np.uint16) if self.as_bits else self.dtype
-        entry = jit.compiled(self.kernel, jit.flat_signature(bits, bits, self.kernel_args)).entry_point
+            bits = np.dtype(np.uint16) if self.as_bits else self.dtype
+            entry = jit.compiled(self.kernel, jit.flat_signature(bits, bits, self.kernel_args)).entry_point
+            object.__setattr__(self, "call", entry)
+            object.__setattr__(self, "plan", ())
+            return
+        in_shape, x_view, out_view = self.views
+        x_how = 1 if len(x_view) == 1 else 2 if x_view != in_shape else 0  # as it is, ravel, reshape
+        out_how = 0 if out_view == self.out_shape else 1 if len(out_view) == 1 else 2  # ... reshape after
+        entry = None if self.kernel is None else _view_entry(self.kernel, self.dtype, x_view, out_view)
         object.__setattr__(self, "call", entry)
+        object.__setattr__(self, "plan", (entry, self.items, self.pieces, x_view, out_view, self.out_shape, x_how,
+                                          out_how, self.kernel, self.dtype))
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # a tiny pool costs about as much as this method, hence each flags object fetched once,
@@ -68,12 +90,33 @@ class PreparedPool:
         if self.as_bits:
             flat_x, flat_out = flat_x.view(np.uint16), flat_out.view(np.uint16)
         if self.pieces == 1:  # the common small call: no thread machinery in the way
-            self.call(flat_x, flat_out, 0, self.slabs, *self.kernel_args)
+            self.call(flat_x, flat_out, 0, self.items, *self.kernel_args)
         else:
-            threads.run_pieces(self.kernel, flat_x, flat_out, self.slabs, self.pieces, self.kernel_args)
+            threads.run_pieces(self.kernel, flat_x, flat_out, self.items, self.pieces, self.kernel_args)
         if target is not out:
             out[...] = target
         return out
+
+
+def _view_entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view: tuple[int, ...]) -> Any:
+    """The compiled entry point of ``kernel`` for C-contiguous arrays of ``dtype`` in these shapes
+    and one int64 table (QLinearAveragePool's ``tab``): :func:`.kernels.crew.native_address`'s
+    signature, which the helper threads run, so one machine code serves both. Called without
+    numba's dispatcher: typing five arguments cost it ~0.2-0.5 us of every call (1x4x4x1 2x2:
+    0.79 us through the dispatcher, 0.62 through the entry point). Kernels only read ``x``: a
+    read-only input runs the same code."""
+    from numba import typeof, types
+
+    from .kernels.jit import compiled, flat_signature
+
+    tab = np.empty(0, np.int64)
+    if len(x_view) == 1 and len(out_view) == 1:
+        signature = flat_signature(dtype, dtype, (tab,))
+    else:
+        element = typeof(np.empty(0, dtype)).dtype
+        signature = (types.Array(element, len(x_view), "C"), types.Array(element, len(out_view), "C"), types.int64,
+                     types.int64, typeof(tab))
+    return compiled(kernel, signature).entry_point
 
 
 def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -> int | None:

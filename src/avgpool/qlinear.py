@@ -13,6 +13,7 @@ from . import caches, qlinear_engine
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError
 from .memo import Memo, Unhashable, ints, on_clear, same_items
+from .pools import PreparedPool
 
 _DTYPES = frozenset(dialect.DTYPES)
 
@@ -173,7 +174,8 @@ def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_po
         except Unhashable:
             prepared = prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode,
                                count_include_pad, channels_last)
-        kernel_args = prepared.kernel_args(_params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point))
+        params = _params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
+        kernel_args = qlinear_engine.kernel_args(prepared, params)
         if key is not None:
             _CALLS.put(key, (prepared, kernel_args))
             _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad,
@@ -190,7 +192,7 @@ def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_po
         raise AvgPoolError(f"{dialect.LABEL}: {message}") from None
 
 
-def _into(prepared: qlinear_engine.Prepared, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
+def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
     """A remembered call into ``out`` (:func:`.qlinear_engine.run_into`), whose errors, all
     about ``out``, name the operator as the first call's do."""
     try:
@@ -210,7 +212,7 @@ def _remember(x: np.ndarray, *args: Any) -> None:
 
 
 def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
-            ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> qlinear_engine.Prepared:
+            ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> PreparedPool:
     """Validate the dtype and the attributes for an input shape (the dialect's geometry) and
     build the kernel's tables (:func:`avgpool.qlinear_engine.prepare`)."""
     dialect.check_dtype(dtype)
@@ -220,7 +222,7 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides:
 
 
 @caches.BoundedCache
-def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> qlinear_engine.Prepared:
+def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> PreparedPool:
     """:func:`prepare` for hashable attribute values (ints, tuples of ints, strings, bools),
     cached as the float engine's pools are (:class:`avgpool.caches.BoundedCache`: by count and
     bytes, under the current :mod:`.tuning`, which the engine reads)."""

@@ -2,10 +2,11 @@
 
 The geometry (:class:`avgpool.quantized.Geometry`) comes validated from the dialect
 (:func:`avgpool.dialects.qlinear.make_geometry`): this module translates no attribute. What
-depends only on (geometry, input shape, dtype) is :func:`prepare`'s :class:`Prepared` (cached
-by the caller: :func:`avgpool.qlinear.prepare_cached`), and the kernel's arguments for each set
-of scales and zero points are cached in it (:meth:`Prepared.kernel_args`; one tuple, so that
-helper threads recognise the job): a repeated call costs a dtype check, two dictionary lookups,
+depends only on (geometry, input shape, dtype) is :func:`prepare`'s
+:class:`~avgpool.pools.PreparedPool`, the engine's one prepared-call type (cached by the caller:
+:func:`avgpool.qlinear.prepare_cached`), and the kernel's arguments for each set of scales and
+zero points are cached in it (:func:`kernel_args`; one tuple, so that helper threads recognise
+the job): a repeated call costs a dtype check, two dictionary lookups,
 one allocation and the kernel.
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 from . import threads, tuning
 from .inputs import check_output_fits, out_target
 from .plan import make_plan
+from .pools import PreparedPool
 from .quantized import Geometry, QuantParams, global_scale
 from .shape import infer_output_shape
 from .spec import Layout
@@ -45,84 +47,58 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view: tuple[int, ...]) -> Any:
-    """The compiled entry point of ``kernel`` for C-contiguous arrays of ``dtype`` in these shapes
-    (:func:`.kernels.crew.native_address`'s signature, which the helper threads run: one machine
-    code for both), called without numba's dispatcher: typing five arguments cost it ~0.2-0.5 us of
-    every call (1x4x4x1 2x2: 0.79 us through the dispatcher, 0.62 through the entry point;
-    1x7x7x1024 global: 1.49 against 1.14). Kernels only read ``x``: a read-only input runs the
-    same code."""
-    from numba import typeof, types
-
-    from .kernels.jit import compiled, flat_signature
-
-    probe = np.empty(0, dtype)
-    tab = np.empty(0, np.int64)
-    if len(x_view) == 1 and len(out_view) == 1:
-        signature = flat_signature(dtype, dtype, (tab,))
-    else:
-        element = typeof(probe).dtype
-        signature = (types.Array(element, len(x_view), "C"), types.Array(element, len(out_view), "C"), types.int64,
-                     types.int64, typeof(tab))
-    return compiled(kernel, signature).entry_point
-
-
 @dataclass(frozen=True, eq=False)
-class Prepared:
-    """One (attributes, input shape, dtype): what a call needs besides the data and the scalars."""
+class QuantizedTables:
+    """What a prepared QLinearAveragePool (a :class:`~avgpool.pools.PreparedPool`'s ``quantized``)
+    makes its kernel arguments from, per set of quantisation values."""
 
     geometry: Geometry
-    out_shape: tuple[int, ...]
-    kind: int
-    x_view: tuple[int, ...]  # the input reshaped for the kernel
-    out_view: tuple[int, ...]  # the output allocated in this shape for the kernel
-    items: int  # the kernel's work items (output rows, positions or planes)
-    pieces: int  # 1: serial; more: that many pieces shared by the threads
+    kind: int  # which kernel: _EMPTY, _GENERAL_NCX, ...
     tables: tuple[np.ndarray, ...]  # general path: tab's header and window tables, and the divisors
-    in_shape: tuple[int, ...]  # the input's shape
-    dtype: np.dtype  # the input's (and output's) dtype: the kernel's entry point is typed by it
-    _args: dict = field(default_factory=dict)  # quantisation values -> kernel arguments
-    kernel: Any = None  # the kernel function (None: empty output), set from ``kind``
-    plan: tuple = ()  # what :func:`run` needs, in one tuple (each attribute lookup counts in a tiny call)
-
-    def __post_init__(self) -> None:
-        kernel = _kernel(self.kind)
-        object.__setattr__(self, "kernel", kernel)
-        x_how = 1 if len(self.x_view) == 1 else 2 if self.x_view != self.in_shape else 0  # as it is, ravel, reshape
-        out_how = 0 if self.out_view == self.out_shape else 1 if len(self.out_view) == 1 else 2  # ... reshape after
-        call = None if kernel is None else _entry(kernel, self.dtype, self.x_view, self.out_view)
-        object.__setattr__(self, "plan", (call, self.items, self.pieces, self.x_view, self.out_view, self.out_shape,
-                                          x_how, out_how, kernel, self.dtype))
-
-    def kernel_args(self, params: QuantParams) -> tuple[np.ndarray, ...]:
-        """The kernel's arguments after the bounds for these quantisation values (cached; the
-        global path's range check happens here)."""
-        found = self._args.get(params)
-        if found is None:
-            found = _make_scalars(self, params)
-            if len(self._args) >= _ARGS_CACHE:
-                self._args.clear()
-            self._args[params] = found
-        return found
+    args: dict = field(default_factory=dict)  # quantisation values -> kernel arguments
 
 
-def _make_scalars(prepared: Prepared, params: QuantParams) -> tuple[np.ndarray, ...]:
+def _prepared(geometry: Geometry, out_shape: tuple[int, ...], kind: int, x_view: tuple[int, ...],
+              out_view: tuple[int, ...], items: int, pieces: int, tables: tuple, *, in_shape: tuple[int, ...],
+              dtype: np.dtype) -> PreparedPool:
+    """The prepared pool of one (attributes, input shape, dtype): the kernel of ``kind`` over
+    ``items`` (output rows, positions or planes) in ``pieces``, the input reshaped to ``x_view``
+    and the output allocated as ``out_view`` for it."""
+    return PreparedPool(out_shape, dtype, items, _kernel(kind), (), pieces, False, (in_shape, x_view, out_view),
+                        QuantizedTables(geometry, kind, tables))
+
+
+def kernel_args(prepared: PreparedPool, params: QuantParams) -> tuple[np.ndarray, ...]:
+    """The kernel's arguments after the bounds for these quantisation values (cached in the pool;
+    the global path's range check happens here)."""
+    cache = prepared.quantized.args
+    found = cache.get(params)
+    if found is None:
+        found = _make_scalars(prepared, params)
+        if len(cache) >= _ARGS_CACHE:
+            cache.clear()
+        cache[params] = found
+    return found
+
+
+def _make_scalars(prepared: PreparedPool, params: QuantParams) -> tuple[np.ndarray, ...]:
     """The kernel's ``tab`` for these quantisation values (see :mod:`.kernels.qlinear_kernels`),
     in a 1-tuple (none for an empty output). Writable: numba types a read-only array argument
     more slowly; never written: it is the engine's own."""
     from .kernels import qlinear_kernels as k
 
-    if prepared.kind in (_GLOBAL_NCX, _GLOBAL_NXC):
-        n = prepared.geometry.image_size
+    q = prepared.quantized
+    if q.kind in (_GLOBAL_NCX, _GLOBAL_NXC):
+        n = q.geometry.image_size
         scale = global_scale(params, n)
         yzp = params.y_zero_point
         tab = np.zeros(5, np.int64)
-        tab[[k.BIAS, k.GLOBAL_Y_ZP, k.CHANNELS]] = [-params.x_zero_point * n, yzp, prepared.x_view[-1]]
+        tab[[k.BIAS, k.GLOBAL_Y_ZP, k.CHANNELS]] = [-params.x_zero_point * n, yzp, prepared.views[1][-1]]
         tab.view(np.float32)[[k.SCALE, k.LOW, k.HIGH]] = [scale, params.qmin - yzp, params.qmax - yzp]
         return (tab,)
-    if prepared.kind == _EMPTY:
+    if q.kind == _EMPTY:
         return ()
-    header, div = prepared.tables
+    header, div = q.tables
     words = len(header) + (2 + len(div) + 1) // 2
     tab = np.zeros(words, np.int64)
     tab[:len(header)] = header
@@ -214,7 +190,7 @@ def _taps(table: np.ndarray) -> int:
     return row_taps * int(table[table[k.COUNT]:table[k.COUNT] + table[k.OW]].sum())
 
 
-def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prepared:
+def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> PreparedPool:
     """The kernel's tables for an input of ``shape`` and ``dtype`` (uint8 or int8) under a
     geometry its dialect made for that shape (or for a shape of the same spatial axes)."""
     dtype = np.dtype(dtype)
@@ -225,20 +201,20 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
     size = int(np.prod(shape))
     if int(np.prod(out_shape)) == 0:
-        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
+        return _prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
     if geometry.global_path:
         n = geometry.image_size
         parallel_from = tuning.current().qlinear_global_parallel_work
         if nxc:
-            return Prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
+            return _prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
                             _pieces(size, batch, parallel_from), (), in_shape=shape, dtype=dtype)
-        return Prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
+        return _prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
                         batch * channels, _pieces(size, batch * channels, parallel_from), (), in_shape=shape,
                         dtype=dtype)
     return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
 
 
-def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> Prepared:
+def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> PreparedPool:
     """The general path for an input of ``shape`` whose windows are ``plans`` (a tile's, cut
     from the whole operator's: :mod:`avgpool.tiles`)."""
     dtype = np.dtype(dtype)
@@ -247,12 +223,12 @@ def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, p
         out_shape[axis] = plan.geometry.out
     out_shape = tuple(out_shape)
     if int(np.prod(out_shape)) == 0:
-        return Prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
+        return _prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
     return _general(shape, dtype, out_shape, geometry, plans)
 
 
 def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry,
-             plans: tuple) -> Prepared:
+             plans: tuple) -> PreparedPool:
     nxc = geometry.layout is Layout.NXC
     spatial = shape[1:-1] if nxc else shape[2:]
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
@@ -264,17 +240,17 @@ def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...]
     work = size + batch * channels * _taps(tables[0])  # reads + tap additions
     if nxc:
         items = batch * rows_out * ow
-        return Prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
+        return _prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
                         (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape,
                         dtype=dtype)
     items = batch * channels * rows_out
-    return Prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
+    return _prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
                     (batch * channels * rows_out * ow,), items,
                     _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape,
                     dtype=dtype)
 
 
-def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:
+def run(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:
     """Pool a C-contiguous uint8/int8 array of the prepared shape.
 
     A tiny call costs ~2 us in all, and each attribute lookup, reshape (~0.2 us) or ravel (~0.1)
@@ -298,7 +274,7 @@ def run(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) 
     return result if out_how < 2 else out.reshape(out_shape)
 
 
-def run_into(prepared: Prepared, x: np.ndarray, kernel_args: tuple[np.ndarray, ...], out: Any) -> np.ndarray:
+def run_into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarray, ...], out: Any) -> np.ndarray:
     """:func:`run` writing into ``out`` and returning it: an array of the output's shape and
     ``x``'s dtype, writeable (else :class:`~avgpool.errors.AvgPoolError`, naming what is
     wrong), of any layout and ndarray subclass (an ``np.memmap``, ``open_memmap``'s result), and

@@ -353,7 +353,7 @@ class QLinearTiling(_SharedPlans):
         return self._keyed_cut(axis, start, stop, region, self.geometry.spec.divisor, 1, 1)
 
     def prepare(self, outputs: Ranges, shape: tuple[int, ...],
-                starts: tuple[int, ...] | None = None) -> qlinear_engine.Prepared:
+                starts: tuple[int, ...] | None = None) -> pools.PreparedPool:
         """What :meth:`pool` runs for an input of ``shape``, without data (tiles of one shape
         share it, and with it its kernel arguments per quantisation values)."""
         if self.geometry.global_path:  # one window per plane: the tile is whole planes
@@ -384,8 +384,8 @@ class QLinearTiling(_SharedPlans):
         x = np.ascontiguousarray(x)
         prepared = self.prepare(outputs, x.shape, starts)
         if out is None:
-            return qlinear_engine.run(prepared, x, prepared.kernel_args(params))
-        return qlinear_engine.run_into(prepared, x, prepared.kernel_args(params), out)
+            return qlinear_engine.run(prepared, x, qlinear_engine.kernel_args(prepared, params))
+        return qlinear_engine.run_into(prepared, x, qlinear_engine.kernel_args(prepared, params), out)
 
 
 def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> QLinearTiling:
