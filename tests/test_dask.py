@@ -122,6 +122,13 @@ def test_errors_at_graph_building_name_the_attribute():
         avgpool_dask.qlinear_average_pool(x, 1.0, 0, 1.0, 0, [3, 3])
     with pytest.raises(avgpool.AvgPoolError, match=r"dask.array"):
         avgpool_dask.average_pool([[1.0]], [1])
+    # kernels and pads in the billions: refused at once (building such a graph never finished)
+    start = time.perf_counter()
+    with pytest.raises(avgpool.AvgPoolError, match=r"AveragePool-22: .*output of shape 1x1x4294967305x4294967305"):
+        avgpool_dask.average_pool(x, [2**32, 2**32], pads=[2**32] * 4)
+    with pytest.raises(avgpool.AvgPoolError, match=r"QLinearAveragePool: .*must fit in memory"):
+        avgpool_dask.qlinear_average_pool(x.astype(np.uint8), 1.0, 0, 1.0, 0, [2**31, 2**31], pads=[2**31 - 1] * 4)
+    assert time.perf_counter() - start < 30  # a guard against the hang, not a speed claim (it takes ~1 ms)
 
 
 def test_tasks_read_only_their_tile_and_halo():

@@ -114,7 +114,9 @@ def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tup
     """Refuse, before any table is built, an output that with its window tables (a few int64s per
     output along each axis) takes more bytes than this machine's memory and than
     :data:`OUTPUT_TO_INPUT_BYTES` times the input: kernel sizes and pads in the billions, whose
-    tables took tens of GB and minutes to build before failing."""
+    tables took tens of GB and minutes to build before failing (a Dask graph of such an output
+    never finished building). An input beyond memory (memory-mapped, or a Dask array) may have an
+    output beyond memory too."""
     itemsize = np.dtype(dtype).itemsize
     out_bytes = math.prod(out_shape) * itemsize
     # the window tables: at most three int64s per output along each axis
@@ -124,6 +126,5 @@ def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tup
         raise AvgPoolError(
             f"the attributes give an output of shape {'x'.join(map(str, out_shape))} ({_size_text(out_bytes)} of "
             f"{dtype_name(dtype)} and {_size_text(needed - out_bytes)} of window tables), more than this machine's "
-            f"memory ({_size_text(_physical_memory() or 0)}) and "
-            f"{OUTPUT_TO_INPUT_BYTES} times the input: an output must fit in memory (check `kernel_shape` and the "
-            f"pads; arrays beyond memory: avgpool.dask)")
+            f"memory ({_size_text(_physical_memory() or 0)}) and {OUTPUT_TO_INPUT_BYTES} times the input: an output "
+            f"must fit in memory, and only pads far beyond the input give more (check `kernel_shape` and the pads)")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from . import pools, qlinear_engine, tuning
-from .inputs import out_target
+from .inputs import check_output_fits, out_target
 from .plan import AxisPlan, any_pad, axis_plan
 from .quantized import Geometry, QuantParams
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
@@ -278,14 +278,16 @@ class Tiling(_SharedPlans):
 def tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> Tiling:
     """The :class:`Tiling` of a validated spec on a whole input of ``shape``."""
     dtype = np.dtype(dtype)
+    out_shape = infer_output_shape(spec, shape, layout)
+    check_output_fits(out_shape, dtype, shape)
     geometry = resolve(spec, spatial_shape_of(shape, layout))
     channels = 1 if layout is Layout.NCX else shape[-1]
     blocks = block_sizes(geometry, channels)
     first_windows = tuple(axis_plan(g, spec.divisor, any_pad(geometry), 0, min(1, g.out)) for g in geometry)
     global_window = all(g.out > 0 for g in geometry) and is_global(first_windows)
     exact = dtype == np.float32 and uses_running(geometry, layout)
-    return Tiling(spec, tuple(shape), dtype, layout, infer_output_shape(spec, shape, layout), geometry, blocks,
-                  global_window, exact, headroom(geometry))
+    return Tiling(spec, tuple(shape), dtype, layout, out_shape, geometry, blocks, global_window, exact,
+                  headroom(geometry))
 
 
 def slab_bit_range(x: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
@@ -391,9 +393,10 @@ class QLinearTiling(_SharedPlans):
 def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> QLinearTiling:
     """The :class:`QLinearTiling` of a whole input of ``shape`` and ``dtype`` (uint8 or int8,
     checked by the caller) under the geometry its dialect made for that shape."""
+    out_shape = infer_output_shape(geometry.spec, shape, geometry.layout)
+    check_output_fits(out_shape, dtype, shape)
     axes = resolve(geometry.spec, spatial_shape_of(shape, geometry.layout))
-    return QLinearTiling(geometry, tuple(shape), np.dtype(dtype),
-                         infer_output_shape(geometry.spec, shape, geometry.layout), axes)
+    return QLinearTiling(geometry, tuple(shape), np.dtype(dtype), out_shape, axes)
 
 
 @dataclass(frozen=True, eq=False)
