@@ -20,7 +20,7 @@ Columns (median seconds per call; 2 threads per runtime):
 
   prepared    avgpool's memoised prepared engine called directly, as qlinear_average_pool's
               memo-hit path does: ``qlinear_engine.run_into(prepared, x, kernel_args, out)`` with
-              the ``Prepared`` of ``avgpool.qlinear.prepare_cached(...)`` and the kernel arguments of
+              the prepared pool of ``avgpool.qlinear.prepare_cached(...)`` and the kernel arguments of
               ``qlinear_engine.kernel_args(prepared, ...)`` (the very objects the function's memo holds; checked)
               and a preallocated output. No public API: the counterpart of an onnxruntime session.
   function    the public ``avgpool.qlinear_average_pool(x, x_scale, x_zp, y_scale, y_zp, kernel,

@@ -12,7 +12,7 @@ from . import caches, engine
 from .dialects import onnx as onnx_dialect
 from .errors import AvgPoolError, error_context
 from .inputs import as_input_array, as_input_shape
-from .memo import Memo, Unhashable, call_prepared, ints, on_clear, same_items
+from .memo import IMMUTABLE, Memo, Unhashable, call_prepared, ints, on_clear, same_items
 from .shape import infer_output_shape
 
 
@@ -109,7 +109,6 @@ _FIND = _CALLS.find
 _LAST: tuple | None = None
 #: The last call found through the key: its prepared pool and sequence objects.
 _REPEATED: tuple = (None, None, None, None, None)
-_IMMUTABLE = (int, float, bool, str, type(None), np.generic)
 
 
 def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilations: Any, *rest: Any) -> None:
@@ -117,7 +116,7 @@ def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilatio
     lists or tuples of ints, or None: it has a key)."""
     global _LAST
     *scalars, prepared, label = rest
-    if all(isinstance(value, _IMMUTABLE) for value in scalars):
+    if all(isinstance(value, IMMUTABLE) for value in scalars):
         sequences = (kernel_shape, strides, pads, dilations)
         _LAST = (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label)
 

@@ -22,14 +22,14 @@ from .tables import kernel_tables, running_plan
 def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> PreparedPool:
     """Shape inference, window tables, kernel choice and threading for one input shape, cached."""
     dtype = np.dtype(dtype)
-    out_shape = infer_output_shape(spec, shape, layout)
-    check_output_fits(out_shape, dtype, shape)
     spatial_shape = spatial_shape_of(shape, layout)
     t = tuning.current()
     if max(g.out for g in resolve(spec, spatial_shape)) > t.long_axis_outputs:
         from .tiles import tiled_pool
 
-        return tiled_pool(spec, shape, dtype, layout, t.tile_outputs)
+        return tiled_pool(spec, shape, dtype, layout, t.tile_outputs)  # its tiling checks the output's size
+    out_shape = infer_output_shape(spec, shape, layout)
+    check_output_fits(out_shape, dtype, shape)
     channels = 1 if layout is Layout.NCX else shape[-1]
     tables = kernel_tables(spec, spatial_shape, channels)
     running = running_plan(spec, spatial_shape, channels, layout, tables) if dtype == np.float32 else None

@@ -78,6 +78,10 @@ def _items_check(*lengths: int) -> Callable[..., Callable[..., bool]]:
     return namespace["factory"]
 
 
+#: Scalar argument types a remembered last call may keep by identity: values that cannot change.
+IMMUTABLE = (int, float, bool, str, type(None), np.generic)
+
+
 _FORGETTERS: list[Callable[[], None]] = []  # what else clear_all clears: the functions' last calls
 
 

@@ -12,13 +12,13 @@ import numpy as np
 from . import caches, qlinear_engine
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError
-from .memo import Memo, Unhashable, ints, on_clear, same_items
+from .memo import IMMUTABLE, Memo, Unhashable, ints, on_clear, same_items
 from .pools import PreparedPool
 
 _DTYPES = frozenset(dialect.DTYPES)
 
 
-#: every argument but the data -> (Prepared, kernel arguments), bounded as average_pool's calls
+#: every argument but the data -> (prepared pool, kernel arguments), bounded as average_pool's calls
 _CALLS = Memo(1024, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 _FIND = _CALLS.find  # the entry (value, bytes) or None: the dictionary's own get
 _PARAMS: dict = {}  # (x_scale, x_zp, y_scale, y_zp, dtype) of plain Python numbers -> QuantParams
@@ -28,9 +28,8 @@ _PARAMS_CACHE = 256
 #: a ~2.7 us tiny call). Kept only when every scalar is immutable, and a list only with its items,
 #: compared by identity too (:func:`.memo.same_items`), so that a list edited in place is noticed.
 #: (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode,
-#: count_include_pad, channels_last, x.shape, x.dtype, items check, Prepared.plan, Prepared, kernel arguments)
+#: count_include_pad, channels_last, x.shape, x.dtype, items check, the pool's plan, the pool, kernel arguments)
 _LAST: tuple | None = None
-_IMMUTABLE = (int, float, bool, str, type(None), np.generic)
 _run, _run_into = qlinear_engine.run, qlinear_engine.run_into
 _ndarray = np.ndarray
 
@@ -206,7 +205,7 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     (the sequences passed _freeze: lists or tuples of ints, or None)."""
     global _LAST
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
-    if all(isinstance(value, _IMMUTABLE) for value in scalars):
+    if all(isinstance(value, IMMUTABLE) for value in scalars):
         _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
                  same_items((kernel_shape, strides, pads)), prepared.plan, prepared, kernel_args)
 

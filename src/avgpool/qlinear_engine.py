@@ -6,8 +6,8 @@ depends only on (geometry, input shape, dtype) is :func:`prepare`'s
 :class:`~avgpool.pools.PreparedPool`, the engine's one prepared-call type (cached by the caller:
 :func:`avgpool.qlinear.prepare_cached`), and the kernel's arguments for each set of scales and
 zero points are cached in it (:func:`kernel_args`; one tuple, so that helper threads recognise
-the job): a repeated call costs a dtype check, two dictionary lookups,
-one allocation and the kernel.
+the job): a repeated call costs a dtype check, two dictionary lookups, one allocation and the
+kernel.
 """
 
 from __future__ import annotations
@@ -207,10 +207,10 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
         parallel_from = tuning.current().qlinear_global_parallel_work
         if nxc:
             return _prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
-                            _pieces(size, batch, parallel_from), (), in_shape=shape, dtype=dtype)
+                             _pieces(size, batch, parallel_from), (), in_shape=shape, dtype=dtype)
         return _prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
-                        batch * channels, _pieces(size, batch * channels, parallel_from), (), in_shape=shape,
-                        dtype=dtype)
+                         batch * channels, _pieces(size, batch * channels, parallel_from), (), in_shape=shape,
+                         dtype=dtype)
     return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
 
 
@@ -241,13 +241,13 @@ def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...]
     if nxc:
         items = batch * rows_out * ow
         return _prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
-                        (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape,
-                        dtype=dtype)
+                         (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape,
+                         dtype=dtype)
     items = batch * channels * rows_out
     return _prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
-                    (batch * channels * rows_out * ow,), items,
-                    _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape,
-                    dtype=dtype)
+                     (batch * channels * rows_out * ow,), items,
+                     _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape,
+                     dtype=dtype)
 
 
 def run(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:

@@ -114,8 +114,7 @@ class Tuning:
     #: operations per ns (13 to 23), so sharing pays from ~150K (serial vs shared, fastest of 21
     #: batches: 1x7x7x256 3x3 p1, 102K, 5.95 vs 6.34 us; 1x14x14x272 3x3 s2 p1, 158K, 8.88 vs 8.67;
     #: 1x14x14x512 2x2 s2, 196K, 8.53 vs 7.62; 1x7x7x512 3x3 p1, 205K, 10.4 vs 9.1; 1x7x7x1024 3x3
-    #: p1, 410K, 24.0 vs 19.7; 1x28x28x256 2x2 s2, 392K, 16.7 vs 11.3). It was 512K, which left
-    #: bench_qlinear.py's inception_v2 node 7 (1x1024x7x7 3x3 p1 NHWC) serial at 1.37x torch.
+    #: p1, 410K, 24.0 vs 19.7; 1x28x28x256 2x2 s2, 392K, 16.7 vs 11.3).
     #: Re-measured by bench_qlinear.py's NHWC node rows; tests/test_qlinear.py forces it to 1.
     qlinear_parallel_work: int = 1 << 17
     #: The integer global paths (a whole plane per output, int16/int32 sums: ~50 elements per ns)
