@@ -301,7 +301,7 @@ def _run_tile(tiling: Callable, call: Callable, tile: _Tile, pieces: list, extra
     home = [None] * len(spans)
     for i, axis in enumerate(spatial):
         home[axis] = tile.homes[i]
-    region = _select(pieces, [[j for j, span in enumerate(spans[axis]) if home[axis] in (None, span)]
+    region = _select(pieces, [next(j for j, span in enumerate(spans[axis]) if home[axis] in (None, span))
                               for axis in range(len(spans))])
     out = call(t, region, outputs, extra, starts, None)
     index = [slice(None)] * out.ndim
@@ -314,11 +314,11 @@ def _run_tile(tiling: Callable, call: Callable, tile: _Tile, pieces: list, extra
     return out
 
 
-def _select(pieces: list, chosen: list[list[int]]) -> np.ndarray:
+def _select(pieces: list, chosen: list[int]) -> np.ndarray:
     """The one piece at the chosen index of every axis of the nested ``pieces``."""
     piece = pieces
-    for indices in chosen:
-        piece = piece[indices[0]]
+    for index in chosen:
+        piece = piece[index]
     return piece
 
 
