@@ -44,9 +44,9 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
     """``dst[w + a*dst_row + i] = scale * sum_j src[p0 + a*src_row + j*tap_step + i*stride]``
     for ``a < rows``, ``i < m``: the one loop nest every direct sum goes through.
 
-    Taps 1 to 3 are unrolled, more go into ``acc`` a few at a time; strides 1 and 2 are spelled as
-    literals: LLVM vectorises only loops with no inner loop and a known stride (0.2 ns per
-    output against 0.6 for the general form here). The row loop sits inside, so the set-up of a
+    Taps 1 to 3 are unrolled, more go into ``acc`` a few at a time; strides 1 and 2 (contiguous
+    taps) are spelled as literals: LLVM vectorises only loops with no inner loop and a known
+    stride (0.2 ns per output against 0.6 for the general form here). The row loop sits inside, so the set-up of a
     short vector loop is paid once per pass rather than once per row.
     """
     f64 = np.float64
@@ -79,17 +79,8 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
                     for i in range(m):
                         dst[o + i] = (f64(src[p + two * i]) + f64(src[p + two * i + one])
                                       + f64(src[p + two * i + two])) * scale
-            else:
-                if taps == 1:
-                    for i in range(m):
-                        dst[o + i] = f64(src[p + two * i]) * scale
-                elif taps == 2:
-                    for i in range(m):
-                        dst[o + i] = (f64(src[p + two * i]) + f64(src[p + t1 + two * i])) * scale
-                else:
-                    for i in range(m):
-                        dst[o + i] = (f64(src[p + two * i]) + f64(src[p + t1 + two * i])
-                                      + f64(src[p + t2 + two * i])) * scale
+            else:  # dilated taps at stride 2 (rare): the general loop
+                _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
             continue
         if _side_by_side(taps, t1, stride) and acc.shape[0] >= m * U(taps):
             _side_by_side_sums(src, p, dst, o, m, taps, scale, acc)
@@ -140,32 +131,28 @@ def _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale):
 @kernel(**COMPUTE)
 def _add_three_taps(src, p, t1, stride, acc, m, assign):
     """``acc[i] (= or +=) src[q] + src[q + t1] + src[q + 2 t1]``, ``q = p + i * stride``. Every
-    branch sits outside the loops and strides 1 and 2 are literals, so that LLVM vectorises."""
+    branch sits outside the loops and strides 1 and 2 reach them as constants, so that LLVM
+    vectorises."""
+    if stride == 1:
+        _three_taps_at(src, p, t1, U(1), acc, m, assign)
+    elif stride == 2:
+        _three_taps_at(src, p, t1, U(2), acc, m, assign)
+    else:
+        _three_taps_at(src, p, t1, U(stride), acc, m, assign)
+
+
+@kernel(inline="always", **COMPUTE)
+def _three_taps_at(src, p, t1, us, acc, m, assign):
+    """:func:`_add_three_taps` at stride ``us``: inlined where it is called (numba IR), so that a
+    literal stride is a constant of the loops."""
     f64 = np.float64
     t2 = t1 + t1
-    if stride == 1:
-        if assign:
-            for i in range(m):
-                acc[i] = f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])
-        else:
-            for i in range(m):
-                acc[i] += f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])
-    elif stride == 2:
-        two = U(2)
-        if assign:
-            for i in range(m):
-                acc[i] = f64(src[p + two * i]) + f64(src[p + t1 + two * i]) + f64(src[p + t2 + two * i])
-        else:
-            for i in range(m):
-                acc[i] += f64(src[p + two * i]) + f64(src[p + t1 + two * i]) + f64(src[p + t2 + two * i])
+    if assign:
+        for i in range(m):
+            acc[i] = f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
     else:
-        us = U(stride)
-        if assign:
-            for i in range(m):
-                acc[i] = f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
-        else:
-            for i in range(m):
-                acc[i] += f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
+        for i in range(m):
+            acc[i] += f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
 
 
 @kernel(**COMPUTE)

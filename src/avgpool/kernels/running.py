@@ -38,6 +38,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from .columns import LENGTH, OFFSET, OUTPUTS, PASS_CLIPPED, PASS_KERNEL, PASS_LINE, PASS_PAD_BEGIN
 from .crew import call_native
@@ -243,67 +245,57 @@ def _running_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, line, sums,
         _scale_line(sums, out, U(d0 + r * n_out), m, unit, scales, t)
 
 
+def _as_int(value, to_int):
+    """``value`` as an integer of the running sums: a float in fixed point, ``value * to_int`` in
+    the precision of ``to_int`` (float64: :func:`_fixed`, float32: :func:`_fixed32`, both exact);
+    an integer, a sum of such integers already, as it is. Compiled code only."""
+    raise NotImplementedError
+
+
+@overload(_as_int)
+def _as_int_typed(value, to_int):
+    if isinstance(value, types.Integer):
+        return lambda value, to_int: value
+    return lambda value, to_int: np.int64(value * to_int)
+
+
 @kernel(**_PER_LINE)
-def _vertical_step(x, p, stride, width, f, e, a, b, to_int, line, lead):
-    """Move ``line[lead:lead + width]``, the column sums of rows ``a..b`` of the float rows of
-    ``width`` values from ``p``, ``stride`` apart (as integers, times ``to_int``), to rows
-    ``f..e``: one loop for the common step (one row out, one in), else subtract and add row by
-    row, or start afresh where the windows do not overlap (or ``b`` is negative: the line holds
-    nothing yet). Returns the new (a, b), which is always (f, e)."""
+def _vertical_step(src, p, stride, width, f, e, a, b, to_int, dst, lead):
+    """Move ``dst[lead:lead + width]``, the column sums of rows ``a..b`` of the rows of ``width``
+    values from ``p``, ``stride`` apart (floats as integers times ``to_int``, or integer sums of
+    the level above), to rows ``f..e``: one loop for the common step (one row out, one in), else
+    subtract and add row by row, or start afresh where the windows do not overlap (or ``b`` is
+    negative: the line holds nothing yet). Returns the new (a, b), which is always (f, e)."""
     n, step = U(width), U(stride)
     if f == a + 1 and e == b + 1:
         old, new = p + U(a) * step, p + U(b) * step
         if to_int <= _FLOAT32_TOP_POWER:  # 1x16x256x256 k31 planes: 0.294-0.306 -> 0.278-0.296 ms
             narrow = np.float32(to_int)
             for i in range(n):
-                line[lead + i] += _fixed32(x[new + i], narrow) - _fixed32(x[old + i], narrow)
+                dst[lead + i] += _as_int(src[new + i], narrow) - _as_int(src[old + i], narrow)
         else:
             for i in range(n):
-                line[lead + i] += _fixed(x[new + i], to_int) - _fixed(x[old + i], to_int)
-        return f, e
-    if f >= b or f < a or e < b:
-        for i in range(n):
-            line[lead + i] = 0
-        a, b = f, f
-    while a < f:
-        row = p + U(a) * step
-        for i in range(n):
-            line[lead + i] -= _fixed(x[row + i], to_int)
-        a += 1
-    while b < e:
-        row = p + U(b) * step
-        for i in range(n):
-            line[lead + i] += _fixed(x[row + i], to_int)
-        b += 1
-    return a, b
-
-
-@kernel(**_PER_LINE)
-def _int_step(src, p, width, f, e, a, b, dst, lead):
-    """:func:`_vertical_step` over rows of integer sums: moves ``dst[lead:lead + width]``, the
-    sum of rows ``a..b`` of the rows of ``width`` int64 values of ``src`` from ``p``, to rows
-    ``f..e``. Returns the new (a, b)."""
-    n = U(width)
-    if f == a + 1 and e == b + 1:
-        old, new = p + U(a) * n, p + U(b) * n
-        for i in range(n):
-            dst[lead + i] += src[new + i] - src[old + i]
+                dst[lead + i] += _as_int(src[new + i], to_int) - _as_int(src[old + i], to_int)
         return f, e
     if f >= b or f < a or e < b:
         for i in range(n):
             dst[lead + i] = 0
         a, b = f, f
     while a < f:
-        row = p + U(a) * n
+        row = p + U(a) * step
         for i in range(n):
-            dst[lead + i] -= src[row + i]
+            dst[lead + i] -= _as_int(src[row + i], to_int)
         a += 1
     while b < e:
-        row = p + U(b) * n
+        row = p + U(b) * step
         for i in range(n):
-            dst[lead + i] += src[row + i]
+            dst[lead + i] += _as_int(src[row + i], to_int)
         b += 1
     return a, b
+
+
+#: ``to_int`` of :func:`_vertical_step` over rows of integer sums (unused: they are integers).
+_INTEGERS = 1.0
 
 
 #: The (a, b) of a running sum that holds nothing yet: its first step starts afresh.
@@ -472,7 +464,7 @@ def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out
         m = U(ln)
         for o in range(u0, u1):  # here ``last`` >= 1 and not ``from_x``: 1-D and 2-D NCX slabs have their own kernels
             f = _box_first(firsts, counts, t + o, lo)
-            a, b = _int_step(ints, U(src_at), width, f, f + counts[t + o], a, b, line, lead)
+            a, b = _vertical_step(ints, U(src_at), width, width, f, f + counts[t + o], a, b, _INTEGERS, line, lead)
             _contiguous_sums(line, axes[last + 1, LENGTH], ln, kernel, clipped, firsts, counts, tl, sums)
             _scale_line(sums, out, U(p_out + (r * n + o) * ln), m, row_scale * scales[t + o], scales, tl)
         return
@@ -483,7 +475,7 @@ def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out
         if from_x:
             a, b = _vertical_step(x, U(src_at), src_stride, width, f, f + counts[t + o], a, b, to_int, ints, acc)
         else:
-            a, b = _int_step(ints, U(src_at), width, f, f + counts[t + o], a, b, ints, acc)
+            a, b = _vertical_step(ints, U(src_at), width, width, f, f + counts[t + o], a, b, _INTEGERS, ints, acc)
         scale = row_scale * scales[t + o]
         w = U(p_out + (r * n + o) * channels + c0)
         for i in range(c):
@@ -543,8 +535,8 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
             a, b = _row_step(x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], to_int, ints,
                              U(levels[0, 1]))
         else:
-            a, b = _int_step(ints, U(levels[i - 1, 1]), levels[i, 0], f, e, state[i, 1], state[i, 2], ints,
-                             U(levels[i, 1]))
+            a, b = _vertical_step(ints, U(levels[i - 1, 1]), levels[i, 0], levels[i, 0], f, e, state[i, 1],
+                                  state[i, 2], _INTEGERS, ints, U(levels[i, 1]))
         state[i, 1], state[i, 2] = a, b
         if i + 1 < last:
             level = i + 1
@@ -652,19 +644,21 @@ def _most_held(axes, firsts, counts, ncx, dims, box, levels):
 
 
 @kernel(entry=True, **JIT)
-def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                     global_scale, plane_masks, plane_factors, passes, headroom, row_factors, int_size, box_outputs,
-                     exact_group, fallback):
-    """Pool slabs ``start..stop`` of a float32 input: each group of ``exact_group`` slabs exactly
-    in int64 if its values allow (:func:`fixed_point_exponent`), else by :func:`.separable.pool_slabs`
-    (whose arguments come first), called at its native address ``fallback``: linked in, it
-    would have LLVM optimise the whole float64 kernel again (23 s of the first call, measured).
+def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
+    """Pool slabs ``start..stop`` of a float32 input: each group of ``sums_plan.group`` slabs
+    exactly in int64 if its values allow (:func:`fixed_point_exponent`), else by
+    :func:`.separable.pool_slabs` with the tables ``t`` (:class:`.arguments.SlabTables`), called
+    at its native address ``fallback``: linked in, it would have LLVM optimise the whole float64
+    kernel again (23 s of the first call, measured). ``sums_plan``: :class:`.arguments.RunningTables`.
     ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous axis of NCX, always
     ``passes[0]``, its pad_begin, kernel, line length and whether it is clipped). A slab of
     :func:`_exact_stream` is swept in boxes of ``box_outputs[d]`` outputs along each spatial
     axis ``d`` (``box_outputs[ndim]``: channels) — its outputs, its channels: one box, the whole
     slab. ``int_size``: the int64 running sums held, one row per level of the biggest box (the
     engine's :func:`~avgpool.tables.running_plan` sizes both; a smaller one is refused)."""
+    axes, firsts, counts, scales, channels = t.axes, t.firsts, t.counts, t.scales, t.channels
+    passes, headroom, row_factors = sums_plan.passes, sums_plan.headroom, sums_plan.row_factors
+    int_size, box_outputs, exact_group = sums_plan.int_size, sums_plan.box_outputs, sums_plan.group
     bits = x.view(np.uint32)
     ndim = axes.shape[0]
     ncx = passes[0, PASS_LINE] > 0
@@ -711,7 +705,5 @@ def pool_slabs_exact(x, out, start, stop, group, band, axes, firsts, counts, spl
             if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
                             row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
                 continue
-            if not call_native(fallback, x, out, s, s + 1, (group, band, axes, firsts, counts, splits, scales,
-                                                            channels, scratch_size, global_scale, plane_masks,
-                                                            plane_factors)):
+            if not call_native(fallback, x, out, s, s + 1, (t,)):
                 raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
