@@ -148,10 +148,10 @@ def test_banded_path_is_taken():
     spec = onnx_dialect.make_spec(22, (2, 9, 9, 3), [3, 3], pads=[1] * 4)
     with in_bands():
         prepared = engine.prepare(spec, (2, 9, 9, 3), np.dtype(np.float32), Layout.NXC)
-        group, band = prepared.kernel_args[:2]
-        assert (group, band) == (1, 1)
-    group, band = engine.prepare(spec, (2, 9, 9, 3), np.dtype(np.float32), Layout.NXC).kernel_args[:2]
-    assert band == 9  # small slabs: whole slabs, no bands
+        tables = prepared.kernel_args[0]
+        assert (tables.group, tables.band) == (1, 1)
+    tables = engine.prepare(spec, (2, 9, 9, 3), np.dtype(np.float32), Layout.NXC).kernel_args[0]
+    assert tables.band == 9  # small slabs: whole slabs, no bands
 
 
 @pytest.mark.parametrize("kernel, stride, dilation, overlap", [
@@ -167,7 +167,7 @@ def test_overlapping_windows_get_the_cache_sized_groups(kernel, stride, dilation
     spec = onnx_dialect.make_spec(22, shape, [kernel, kernel], strides=[stride, stride],
                                   dilations=[dilation, dilation])
     with tuning.tuned(group_scratch_bytes=1 << 40, overlapping_group_scratch_bytes=1):
-        group = engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel_args[0]
+        group = engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel_args[0].group
     assert group == (1 if overlap else 16)
 
 

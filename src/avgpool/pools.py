@@ -14,6 +14,7 @@ import numpy as np
 from . import threads, tuning
 from .inputs import out_target
 from .spec import Layout
+from .kernels.arguments import RunningTables, SlabTables
 from .tables import KernelTables, RunningPlan, band_and_scratch
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
@@ -143,24 +144,29 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     budget = tune.overlapping_group_scratch_bytes if t.windows_overlap else tune.group_scratch_bytes
     group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
-        band, scratch_size = band_and_scratch(t, group)
-        args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
-                t.plane_masks, t.plane_factors)
+        slab_tables = _slab_tables(t, group, channels)
+        args = (slab_tables,)
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
-        args += (running.passes, running.headroom, running.row_factors, running.int_size, running.box_outputs,
-                 running.group, fallback)
-        return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, args, pieces, False)
+        sums = RunningTables(passes=running.passes, headroom=running.headroom, row_factors=running.row_factors,
+                             int_size=running.int_size, box_outputs=running.box_outputs, group=running.group)
+        return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, (slab_tables, sums, fallback), pieces,
+                            False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
     # is pooled on its own, so groups never span more than a block
     slab_in = max(1, math.prod(shape) // max(1, slabs))
     block = max(1, tune.widen_block_elements // slab_in)
-    group = min(group, block)
-    band, scratch_size = band_and_scratch(t, group)
-    args = (group, band, t.axes, t.firsts, t.counts, t.splits, t.scales, channels, scratch_size, t.global_scale,
-            t.plane_masks, t.plane_factors, bool(dtype != np.float16), block)
+    args = (_slab_tables(t, min(group, block), channels), bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
+
+
+def _slab_tables(t: KernelTables, group: int, channels: int) -> SlabTables:
+    """The tables ``t`` as :func:`.kernels.separable.pool_slabs` takes them, ``group`` slabs at a time."""
+    band, scratch_size = band_and_scratch(t, group)
+    return SlabTables(group=group, band=band, axes=t.axes, firsts=t.firsts, counts=t.counts, splits=t.splits,
+                      scales=t.scales, channels=channels, scratch_size=scratch_size, global_scale=t.global_scale,
+                      plane_masks=t.plane_masks, plane_factors=t.plane_factors)

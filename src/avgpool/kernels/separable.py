@@ -192,32 +192,33 @@ def _global_slabs(x, out, start, stop, channels, scale, acc):
 
 
 @kernel(entry=True, **JIT)
-def pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-               global_scale, plane_masks, plane_factors):
-    """Pool slabs ``start..stop`` (any thread: the GIL is released). ``plane_masks`` and
-    ``plane_factors``: the tables of :mod:`.small_planes` (empty where it is not used)."""
+def pool_slabs(x, out, start, stop, t):
+    """Pool slabs ``start..stop`` (any thread: the GIL is released) by the tables ``t``
+    (:class:`.arguments.SlabTables`)."""
+    axes = t.axes
     if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
-        pool_small_planes(x, out, start, stop, axes, plane_masks, plane_factors,
-                          np.empty(plane_factors.shape[0] // 2 + 2))
+        pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors,
+                          np.empty(t.plane_factors.shape[0] // 2 + 2))
         return
-    scratch = np.empty((2 * group + 3) * scratch_size)
-    if global_scale > 0:
-        _global_slabs(x, out, start, stop, channels, global_scale, scratch)
+    scratch = np.empty((2 * t.group + 3) * t.scratch_size)
+    if t.global_scale > 0:
+        _global_slabs(x, out, start, stop, t.channels, t.global_scale, scratch)
         return
     longest = 0
     for axis in range(axes.shape[0]):
         if axes[axis, LENGTH] <= TILE_MAX_LENGTH:
             longest = max(longest, _tile_scratch(axes[axis, LENGTH], axes[axis, OUTPUTS]))
-    _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch,
-                scratch_size, np.empty(longest))
+    _pool_slabs(x, out, start, stop, t.group, t.band, axes, t.firsts, t.counts, t.splits, t.scales, t.channels,
+                scratch, t.scratch_size, np.empty(longest))
 
 
 @kernel(entry=True, **JIT)
-def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts, splits, scales, channels,
-                  scratch_size, global_scale, plane_masks, plane_factors, bfloat16, block_slabs):
+def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
-    ``block_slabs`` slabs are widened to float32, pooled in float64 and rounded once back."""
-    slab_in, slab_out = channels, channels
+    ``block_slabs`` slabs are widened to float32, pooled in float64 by the tables ``t`` and
+    rounded once back."""
+    axes = t.axes
+    slab_in, slab_out = t.channels, t.channels
     for axis in range(axes.shape[0]):
         slab_in *= axes[axis, LENGTH]
         slab_out *= axes[axis, OUTPUTS]
@@ -226,6 +227,5 @@ def pool_slabs_16(bits, out_bits, start, stop, group, band, axes, firsts, counts
     for b in range(start, stop, block_slabs):
         n = min(block_slabs, stop - b)
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
-        pool_slabs(wide_in, wide_out, 0, n, group, band, axes, firsts, counts, splits, scales, channels, scratch_size,
-                   global_scale, plane_masks, plane_factors)
+        pool_slabs(wide_in, wide_out, 0, n, t)
         narrow(wide_out[:n * slab_out], out_bits, b * slab_out, bfloat16)
