@@ -12,6 +12,7 @@ import dask  # noqa: E402
 
 import avgpool  # noqa: E402
 import avgpool.dask as avgpool_dask  # noqa: E402
+from avgpool import tuning  # noqa: E402
 from tests.test_tiles import float_case, qlinear_case, same_bits  # noqa: E402
 
 
@@ -40,12 +41,14 @@ def synchronous():
 
 
 @pytest.fixture(params=["together", "split"])
-def tile_split(request, monkeypatch):
+def tile_split(request):
     """Tiles pooled from their pieces put together (small tiles), or their inner windows from the
-    home chunk and the edges apart (avgpool.dask.SPLIT_MIN_ELEMENTS, large tiles)."""
+    home chunk and the edges apart (Tuning.dask_split_min_elements, large tiles)."""
     if request.param == "split":
-        monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
-    return request.param
+        with tuning.tuned(dask_split_min_elements=0):
+            yield request.param
+    else:
+        yield request.param
 
 
 def test_float_chunk_invariance_bit_for_bit(tile_split):
@@ -200,10 +203,10 @@ def _float_args(x):
     _, spec, layout = api._validated(avgpool_dask._shape_only(x), onnx_dialect.op_version(22), kernel_shape=[3, 3],
                                      strides=[2, 2], pads=[1, 1, 1, 1], auto_pad="NOTSET", ceil_mode=0,
                                      count_include_pad=0, dilations=None, opset=22, layout="NCX")
-    return spec, x.shape, x.dtype, layout
+    return spec, x.shape, x.dtype, layout, tuning.current()
 
 
-def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
+def test_tiles_split_into_their_home_chunk_and_edge_strips():
     # 1 x 1 x 60 x 60 in 20 x 20 chunks, k3 s2 p1: a tile inside the array pools all its outputs
     # from its own chunk as it is, then one strip along each leading edge again from its pieces
     x = da.ones((1, 1, 60, 60), chunks=(1, 1, 20, 20), dtype=np.float32)
@@ -213,7 +216,8 @@ def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
     t = avgpool_dask._float_tiling(*_float_args(x))
     assert tile.outputs == ((10, 20), (10, 20)) and tile.homes == ((20, 40), (20, 40))
     assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), None)]  # a small tile: put together
-    monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
+    with tuning.tuned(dask_split_min_elements=0):
+        t = avgpool_dask._float_tiling(*_float_args(x))
     assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), (20, 20)), (((10, 11), (10, 20)), None),
                                             (((11, 20), (10, 11)), None)]
     corner = graph[(lazy.name, 0, 0, 0, 0)].args[2]
@@ -223,7 +227,7 @@ def test_tiles_split_into_their_home_chunk_and_edge_strips(monkeypatch):
 
 def test_chunks_read_while_the_kernels_load_wait_past_the_bound(monkeypatch):
     # threads: the first tile's preparation (avgpool.dask._load) made slow, every chunk cut
-    # meanwhile waits for it (READ_AHEAD_BYTES 0): nothing deadlocks, and the result is the same
+    # meanwhile waits for it (dask_read_ahead_bytes 0): nothing deadlocks, and the result is the same
     parts, waited = avgpool_dask._parts, []
 
     def slow_parts(t, tile):
@@ -233,11 +237,10 @@ def test_chunks_read_while_the_kernels_load_wait_past_the_bound(monkeypatch):
         return parts(t, tile)
 
     monkeypatch.setattr(avgpool_dask, "_parts", slow_parts)
-    monkeypatch.setattr(avgpool_dask, "READ_AHEAD_BYTES", 0)
-    monkeypatch.setattr(avgpool_dask, "SPLIT_MIN_ELEMENTS", 0)
     x = np.random.default_rng(5).random((2, 3, 64, 64), dtype=np.float32)
     attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 1, 16, 16)), **attrs)
+    with tuning.tuned(dask_read_ahead_bytes=0, dask_split_min_elements=0):
+        lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 1, 16, 16)), **attrs)
     with dask.config.set(scheduler="threads", num_workers=2):
         got = lazy.compute()
     assert waited and not avgpool_dask._LOADING

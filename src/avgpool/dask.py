@@ -46,7 +46,7 @@ from dask.base import tokenize
 from dask.graph_manipulation import clone
 from dask.highlevelgraph import HighLevelGraph
 
-from . import tiles
+from . import tiles, tuning
 from .dialects import onnx as onnx_dialect
 from .dialects import qlinear as qlinear_dialect
 from .errors import AvgPoolError, error_context
@@ -81,9 +81,10 @@ def pool_spec(x: da.Array, spec: PoolSpec, layout: Layout) -> da.Array:
     accepts, lazily: the chunked path of every dialect that translates into one (the CLI's
     OpenVINO and oneDNN); bit for bit what :func:`avgpool.engine.prepare` gives on the whole array."""
     x = _as_dask(x)
-    t = _float_tiling(spec, x.shape, x.dtype, layout)
+    get_tiling = functools.partial(_float_tiling, spec, x.shape, x.dtype, layout, tuning.current())
+    t = get_tiling()
     flags = _exact_slabs(x, layout, t.headroom) if t.exact else None
-    return _pooled(x, t, functools.partial(_float_tiling, spec, x.shape, x.dtype, layout), _float_call, flags)
+    return _pooled(x, t, get_tiling, _float_call, flags)
 
 
 def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
@@ -97,13 +98,13 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
         qlinear_dialect.check_dtype(x.dtype)
         geometry = qlinear_dialect.make_geometry(x.shape, kernel_shape, strides, pads, auto_pad, ceil_mode,
                                                  count_include_pad, channels_last)
-        t = tiles.qlinear_tiling(x.shape, x.dtype, geometry)
+        get_tiling = functools.partial(_qlinear_tiling, x.shape, x.dtype, geometry, tuning.current())
+        t = get_tiling()
         params = qlinear_dialect.make_quant_params(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
         if geometry.global_path:
             qlinear_dialect.global_scale(params, geometry.image_size)  # onnxruntime's range check, now
     # the tasks name their operator by its geometry (a spec and a few values, as the float tasks' spec)
-    return _pooled(x, t, functools.partial(_qlinear_tiling, x.shape, x.dtype, geometry),
-                   functools.partial(_qlinear_call, params), None)
+    return _pooled(x, t, get_tiling, functools.partial(_qlinear_call, params), None)
 
 
 def _as_dask(x: Any) -> da.Array:
@@ -123,16 +124,21 @@ def _shape_only(x: da.Array) -> np.ndarray:
                                            writeable=False)
 
 
-# Each task names its operator by its spec (a few integers) and rebuilds the window plans on the
-# worker, once per process: a task carrying them would ship the plans of the whole axes with every tile.
+# Each task names its operator by its spec (a few integers) and the tuning the graph was built
+# under, and rebuilds the window plans on the worker, once per process: a task carrying them would
+# ship the plans of the whole axes with every tile.
 @functools.lru_cache(maxsize=16)
-def _float_tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout) -> tiles.Tiling:
-    return tiles.tiling(spec, shape, dtype, layout)
+def _float_tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
+                  tuned_by: tuning.Tuning) -> tiles.Tiling:
+    with tuning.using(tuned_by):
+        return tiles.tiling(spec, shape, dtype, layout)
 
 
 @functools.lru_cache(maxsize=16)
-def _qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> tiles.QLinearTiling:
-    return tiles.qlinear_tiling(shape, dtype, geometry)
+def _qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry,
+                    tuned_by: tuning.Tuning) -> tiles.QLinearTiling:
+    with tuning.using(tuned_by):
+        return tiles.qlinear_tiling(shape, dtype, geometry)
 
 
 def _float_call(t: tiles.Tiling, region: np.ndarray, outputs: tiles.Ranges, exact: np.ndarray | None,
@@ -205,29 +211,21 @@ def _cut(block: np.ndarray, indices: tuple[tuple[slice, ...], ...], load_key: st
     """The pieces of an input chunk that its neighbours' tiles read, copied (a view would keep
     the whole chunk in memory): one task per chunk, not one per piece (dask's scheduling then
     cost more than the pooling on 256 x 256 chunks). While :func:`_load` runs in this process,
-    the chunks cut (read ahead of their tiles, which wait for it) are counted, and past
-    :data:`READ_AHEAD_BYTES` the task waits for the kernels, holding its thread: that bounds the
-    memory of chunks read ahead."""
+    the chunks cut (read ahead of their tiles, which wait for it) are counted, and past the
+    tuning's ``dask_read_ahead_bytes`` the task waits for the kernels, holding its thread: that
+    bounds the memory of chunks read ahead."""
     pieces = tuple(np.array(block[index]) for index in indices)
     loading = _LOADING.get(load_key)
     if loading is not None:
         loading[1] += block.nbytes
-        if loading[1] > READ_AHEAD_BYTES:
+        if loading[1] > loading[2]:
             loading[0].wait()
     return pieces
 
 
-#: What the threads may read ahead while a worker loads the kernels (:func:`_cut`).
-READ_AHEAD_BYTES = 256 << 20
-#: The loads in progress in this process: per load task's key, its event (set once done) and the
-#: bytes of the chunks cut since it began.
+#: The loads in progress in this process: per load task's key, its event (set once done), the
+#: bytes of the chunks cut since it began, and how many may be (Tuning.dask_read_ahead_bytes).
 _LOADING: dict[str, list] = {}
-
-
-#: Tiles reading fewer input values than this are pooled from their pieces put together: below,
-#: the edge strips' extra pool calls cost more than the copy they save (1x2x1024x1024 in 256 x
-#: 256 chunks, SAME 3x3: 0.046 s split, 0.039 together; 2048 x 2048 chunks gain from the split).
-SPLIT_MIN_ELEMENTS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -253,7 +251,7 @@ def _parts(t: Any, tile: _Tile) -> list[tuple[tiles.Ranges, tuple[int, ...] | No
     call of the whole tile from its pieces put together where that does not apply, or the tile
     is small."""
     outputs, spans, homes = tile.outputs, tile.spans, tile.homes
-    small = math.prod(span[-1][1] - span[0][0] for span in spans) < SPLIT_MIN_ELEMENTS
+    small = math.prod(span[-1][1] - span[0][0] for span in spans) < t.tuned_by.dask_split_min_elements
     if small or any(home is None for home in homes):
         return [(outputs, None)]
     inner = tuple(t.inner_outputs(i, start, stop, homes[i]) for i, (start, stop) in enumerate(outputs))
@@ -270,12 +268,12 @@ def _parts(t: Any, tile: _Tile) -> list[tuple[tiles.Ranges, tuple[int, ...] | No
     return parts
 
 
-def _load(key: str, tiling: Callable, tile: _Tile, chunk: tuple[int, ...]) -> None:
+def _load(key: str, tiling: Callable, tile: _Tile, chunk: tuple[int, ...], read_ahead: int) -> None:
     """Prepares the first pool call of a large tile (its home chunk of shape ``chunk``, or its
     pieces put together), so that a worker loads numba and the kernels in a task of their own,
     on one thread while the others read chunks (as the first tiles, the threads would all wait
     for it: 0.5-0.8 s at the start of a job; the chunks read meanwhile are bounded, see :func:`_cut`)."""
-    _LOADING[key] = loading = [threading.Event(), 0]
+    _LOADING[key] = loading = [threading.Event(), 0, read_ahead]
     try:
         t = tiling()
         outputs, starts = _parts(t, tile)[0]
@@ -367,7 +365,7 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
         size = math.prod(b - a for a, b in outputs)
         if size > largest[0]:
             largest = (size, tile, tuple(x.chunks[axis][block[axis]] for axis in range(x.ndim)))
-    graph[load_key] = Task(load_key, _load, load_key, get_tiling, *largest[1:])
+    graph[load_key] = Task(load_key, _load, load_key, get_tiling, *largest[1:], tiling.tuned_by.dask_read_ahead_bytes)
     for source, indices in cuts.items():
         key = (cut_name, *source[1:])
         graph[key] = Task(key, _cut, TaskRef(source), tuple(indices), load_key)

@@ -13,8 +13,8 @@ import numpy as np
 
 from . import threads, tuning
 from .inputs import out_target
-from .spec import Layout
 from .kernels.arguments import RunningTables, SlabTables
+from .spec import Layout
 from .tables import KernelTables, RunningPlan, band_and_scratch
 
 _NATIVE = (np.dtype(np.float32), np.dtype(np.float64))

@@ -107,6 +107,17 @@ class Tuning:
     #: Outputs per tile along each axis of such an input.
     tile_outputs: int = 1 << 16
 
+    # --- Dask graphs (avgpool.dask) ---
+    #: Tiles reading fewer input values than this are pooled from their pieces put together: below,
+    #: the edge strips' extra pool calls cost more than the copy they save (1x2x1024x1024 in 256 x
+    #: 256 chunks, SAME 3x3: 0.046 s split, 0.039 together; 2048 x 2048 chunks gain from the split).
+    #: Re-measured by benchmarks/bench_dask.py; tests/test_dask.py sets 0 to split every tile.
+    dask_split_min_elements: int = 1 << 20
+    #: Bytes of input chunks the threads may read ahead while a worker loads the kernels (dask._cut):
+    #: unbounded, the 6 GiB job of benchmarks/out_of_core.py peaked at 1.02 GB of RSS, bounded 0.62-0.66.
+    #: tests/test_dask.py sets 0: every chunk read waits for the kernels, and nothing deadlocks.
+    dask_read_ahead_bytes: int = 256 << 20
+
     # --- QLinearAveragePool (qlinear_engine) ---
     #: Channels last, general path: below this many operations (input reads plus tap additions) a
     #: call runs on one thread. A shared call costs ~2.5 us more than a serial one (threads.run_pieces
