@@ -140,8 +140,8 @@ class Tuning:
     #: Below this many operations each thread takes one piece (threads.pieces_for).
     qlinear_many_pieces_work: int = 1 << 23
     #: Channels last: input rows are dequantized once into a float32 ring, not at each tap, when
-    #: the windows take at least this many taps per input value (1x56x56x16 3x3 s1: 43 -> 29 us
-    #: serial; 1x56x56x128 2x2 s2, one tap per value: 36 -> 49 us) ...
+    #: the windows take at least this many taps per input value (1x56x56x16 3x3 s1 serial: 29 us
+    #: with the ring, 43 without; 1x56x56x128 2x2 s2, one tap per value: 49 with, 36 without) ...
     dequant_reuse: int = 2
     #: ... and a row holds at least this many values (W * C): below, the ring's upkeep costs more
     #: than it saves (1x14x14x8 3x3 s1: 3.7 us with it, 3.4 without). bench_qlinear.py's NHWC rows;

@@ -23,8 +23,8 @@ def _side_by_side(taps, tap_step, stride):
 def _side_by_side_sums(src, p, dst, o, m, taps, scale, acc):
     """``dst[o + i] = scale * sum_j src[p + taps*i + j]`` for ``i < m``, ``taps`` 4 or 8: windows
     side by side along a contiguous axis, summed in pairs, each level a loop of literal stride 2,
-    which LLVM vectorises (a loop of stride 4 stays scalar: 250 -> 77 ps per input value, in
-    cache). ``acc`` holds ``m * taps`` values."""
+    which LLVM vectorises (a loop of stride 4 stays scalar: 77 ps per input value in pairs against
+    250, in cache). ``acc`` holds ``m * taps`` values."""
     f64 = np.float64
     one, two = U(1), U(2)
     pairs = U(m) * U(taps) // two
@@ -93,7 +93,7 @@ def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, st
             _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
             continue
         # more taps: six (stride 1) or three taps at a time into acc (each pass over acc costs
-        # about as much as three taps: 1x16x256x256 k15 serial 3.34 -> 3.03 ms with six); the
+        # about as much as three taps: 1x16x256x256 k15 serial 3.03 ms with six, 3.34 with three); the
         # last one to three taps go with acc straight into dst
         if taps > 6 and stride == 1:
             _add_six_taps(src, p, t1, acc, m, YES)

@@ -491,7 +491,7 @@ def _requantize(total, bias, scale, lo, hi, yzp):
 def global_ncx(x, out, lo, hi, tab):
     """x (P * n,) flat, out (P,): planes ``lo <= p < hi``. Each plane is summed in int32, wrapping
     around as MLAS's lanes do; the truncation at each step lets LLVM keep 16 lanes per vector
-    (numba widens integer sums to int64: 8 lanes; 1024 planes of 49: 5.0 -> 3.2 us)."""
+    (numba widens integer sums to int64: 8 lanes; 1024 planes of 49: 3.2 us against 5.0)."""
     n = _U(x.shape[0] // out.shape[0])
     floats = tab.view(np.float32)
     scale, flo, fhi, bias, yzp = floats[SCALE], floats[LOW], floats[HIGH], tab[BIAS], tab[GLOBAL_Y_ZP]

@@ -6,7 +6,7 @@ inclusive prefix sum of eight differences (three shifts and adds within a vector
 the sum carried from the previous eight: the chain then costs one addition per eight outputs.
 The carry stays in a vector register, every lane holding it, and grows by the block's total
 broadcast from its last lane (one shuffle: moving it through a scalar register took three;
-1x16x256x256 k31 planes 0.383 -> 0.366 ms, measured). Taking that total from memory instead
+1x16x256x256 k31 planes 0.366 ms against 0.383). Taking that total from memory instead
 (a store and a broadcast load, no shuffle) gained nothing in the plane sweep: the shuffles are
 not the scan's only limit (without any, a block still took 2.5 cycles against 3.75).
 numba cannot hold a vector value, so the whole loop is written here in LLVM IR.
