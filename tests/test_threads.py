@@ -151,3 +151,27 @@ def test_threaded_engine_is_threaded():
     spec = onnx_dialect.make_spec(22, (4, 3, 9, 9), [3, 3])
     with threaded_everywhere():
         assert engine.prepare(spec, (4, 3, 9, 9), np.dtype(np.float32), Layout.NCX).pieces > 1
+
+
+def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job(monkeypatch):
+    """The crew counts the bytes of the tables a registered pool holds, inside the kernels' named
+    tuples too, and forgets a pool that exceeds threads._MAX_POOL_BYTES once its job is done."""
+    from avgpool import engine
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.spec import Layout
+
+    crew = threads._crew()
+    shape = (2, 1, 64, 64)
+    spec = onnx_dialect.make_spec(22, shape, [3, 3])
+    with threaded_everywhere():
+        prepared = engine.prepare(spec, shape, np.dtype(np.float64), Layout.NCX)
+    tables = prepared.kernel_args[0]
+    x = np.random.default_rng(3).random(shape)
+    out = np.empty(prepared.out_shape)
+    crew.forget()
+    crew.pool(prepared.kernel, x.ravel(), out.ravel(), prepared.kernel_args)
+    assert crew.held >= tables.axes.nbytes + tables.firsts.nbytes + tables.scales.nbytes > 0
+    monkeypatch.setattr(threads, "_MAX_POOL_BYTES", 1)  # a memory bound, not a measured crossover
+    threads.run_pieces(prepared.kernel, x.ravel(), out.ravel(), prepared.items, 2, prepared.kernel_args)
+    assert crew.held == 0 and not crew.pools
+    assert np.array_equal(out, avgpool.average_pool(x, [3, 3]))

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import tuning
+from .caches import held_bytes
 
 #: How long a helper keeps spinning for the next job after finishing one.
 SPIN_SECONDS = 0.002
@@ -113,7 +114,7 @@ class _Crew:
         entry = self.pools.get(pool) if pool is not None else None
         if entry is not None and entry[3] is args:  # the same tuple, not a new one at a reused id
             return pool, entry[0]
-        size = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
+        size = held_bytes(args)  # the tables, through the kernels' named tuples
         if len(self.pools) >= _MAX_POOLS or self.held + size > _MAX_POOL_BYTES:
             self.forget()
         pool, address = next(self.next_id), self.compiled.native_address(kernel, x, out, args)
