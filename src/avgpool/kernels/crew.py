@@ -28,7 +28,7 @@ from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .jit import compiled, flat_signature, kernel
+from .jit import INLINED, JIT, compiled, flat_signature, kernel
 
 CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED = range(8)
 BOARD_WORDS = 16  # the board spans its own cache lines
@@ -112,7 +112,7 @@ def _yield_core(typingctx):
     return types.none(), codegen
 
 
-@kernel(nogil=True, inline="always")
+@kernel(**INLINED)
 def _idle(rounds):
     """One idle read's wait: a pause, and every few reads the core offered to other threads."""
     _pause()
@@ -144,7 +144,7 @@ def call_native(typingctx, address, x, out, lo, hi, args):
     return types.boolean(address, x, out, lo, hi, args), codegen
 
 
-@kernel(nogil=True)
+@kernel(**JIT)
 def _run_piece(kernel, board, claim, x_like, out_like, args):
     """Run the claimed piece ``claim & mask`` of the posted job with the kernel at address
     ``kernel``; count it done (failed or not)."""
@@ -156,7 +156,7 @@ def _run_piece(kernel, board, claim, x_like, out_like, args):
     _add(board, DONE, 1)
 
 
-@kernel(nogil=True)
+@kernel(**JIT)
 def _claim(board):
     """Claim an unclaimed piece of the posted job: its CLAIM word, or -1 when none is left."""
     while True:
@@ -167,7 +167,7 @@ def _claim(board):
             return claim
 
 
-@kernel(entry=True, nogil=True)
+@kernel(entry=True, **JIT)
 def lead(kernel, board, pool, x, out, items, pieces, *args):
     """Post ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces`` (``kernel``: the address
     from :func:`native_address`) and take pieces until none is left; return when all are
@@ -193,7 +193,7 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     return _load(board, FAILED) == 0
 
 
-@kernel(entry=True, nogil=True)
+@kernel(entry=True, **JIT)
 def serve(kernel, board, pool, x_like, out_like, rounds, *args):
     """Take pieces of the jobs of pool ``pool`` (kernel at address ``kernel``, input and output
     shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, or the pool

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import COMPUTE, NO, YES, U, kernel
+from .jit import COMPUTE, INLINED, NO, YES, U, kernel
 
 
 @kernel(**COMPUTE)
@@ -141,7 +141,7 @@ def _add_three_taps(src, p, t1, stride, acc, m, assign):
         _three_taps_at(src, p, t1, U(stride), acc, m, assign)
 
 
-@kernel(inline="always", **COMPUTE)
+@kernel(**INLINED)
 def _three_taps_at(src, p, t1, us, acc, m, assign):
     """:func:`_add_three_taps` at stride ``us``: inlined where it is called (numba IR), so that a
     literal stride is a constant of the loops."""

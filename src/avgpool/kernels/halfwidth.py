@@ -18,9 +18,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .jit import kernel
+from .jit import INLINED, JIT, kernel
 
-_JIT = dict(nogil=True, error_model="numpy", boundscheck=None)
 _U = np.uint64
 
 
@@ -54,7 +53,7 @@ def _bits_float(typingctx, bits):
     return types.float32(types.uint32), codegen
 
 
-@kernel(**_JIT)
+@kernel(**JIT)
 def widen(bits, start, stop, bfloat16, out):
     """``out[i - start]`` = the float32 value of the 16-bit pattern ``bits[i]``, ``start <= i < stop``."""
     base, n = _U(start), _U(stop - start)  # unsigned indices: no wraparound test, so LLVM vectorises
@@ -66,7 +65,7 @@ def widen(bits, start, stop, bfloat16, out):
             out[i] = _half_to_float(bits[base + i])
 
 
-@kernel(inline="always", **_JIT)
+@kernel(**INLINED)
 def _to_float32_odd(v):
     """float64 -> float32 bit pattern rounded to odd: truncated, with the last bit set if
     inexact. NaN stays NaN; past the float32 range it gives the largest finite float32, odd,
@@ -77,7 +76,7 @@ def _to_float32_odd(v):
     return bits | np.uint32(w != v)
 
 
-@kernel(**_JIT)
+@kernel(**JIT)
 def narrow(values, out, start, bfloat16):
     """Round float64 ``values`` once to float16 or bfloat16, into ``out[start:]`` (bit patterns).
 

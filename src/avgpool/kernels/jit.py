@@ -63,6 +63,10 @@ JIT = dict(nogil=True, error_model="numpy", boundscheck=None)
 # counts of the same tables fight over their cache lines. Only the entry points allocate; the
 # arrays they pass down outlive every call below them.
 COMPUTE = dict(JIT, _nrt=False)
+#: Small loops inlined where they are called (numba IR): a call passes each array as a dozen stack
+#: words and LLVM then checks the arrays for overlap again; inlined, literal arguments (a stride of
+#: 2) are constants of the loops, which LLVM vectorises.
+INLINED = dict(COMPUTE, inline="always")
 #: Inner loops index whole arrays at unsigned offsets: numba then drops its negative-index
 #: wraparound test and LLVM vectorises the loop (3 to 5 times faster here).
 U = np.uint64

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .jit import INLINED, JIT, kernel
 from .jit import U as _U
-from .jit import kernel
 
 
-@kernel(nogil=True, inline="always", error_model="numpy")
+@kernel(**INLINED)
 def _quantize(acc, divisor, ys, yzp, qmin, qmax):
     """onnxruntime's ``nearbyintf(acc / divisor / y_scale + y_zp)`` clamped to [qmin, qmax], all in
     float32 (yzp, qmin, qmax are float32 integers); clamping first saturates where onnxruntime's
@@ -40,7 +40,7 @@ def _quantize(acc, divisor, ys, yzp, qmin, qmax):
     return np.int32(np.rint(q))
 
 
-@kernel(nogil=True, inline="always", error_model="numpy")
+@kernel(**INLINED)
 def _quantize_pow2(acc, inverse, ys, yzp, qmin, qmax):
     """:func:`_quantize` for a power-of-two divisor, given as its inverse: ``acc * 2**-k`` is
     ``acc / 2**k`` exactly (both are the correctly rounded value of the same real number)."""
@@ -78,7 +78,7 @@ X_SCALE, Y_SCALE, DIV = 0, 1, 2  # in the float32 values
 # general (float) path, channels first: x (P, R_in, W), out (P * R_out * OW,), P = N * C
 
 
-@kernel(nogil=True, inline="always", error_model="numpy")
+@kernel(**INLINED)
 def _general_tables(tab, rows_out, ow):
     """The general path's tables and quantisation values, read from ``tab``: the CSR input rows
     of each output row, each output column's first tap, tap count and divisor, the scales and the
@@ -96,7 +96,7 @@ PLANES_MAX_OW = 8
 PLANES = 16
 
 
-@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(**INLINED)
 def _planes_at_once(xf, of, lo, hi, plane, width, ow, row_ptr, row_idx, first, count, div, xs, fzp, ys, yzp, qmin,
                     qmax, pow2):
     """Planes ``lo <= p < hi`` of one output row each, ``PLANES`` at a time: each output's taps are
@@ -126,7 +126,7 @@ def _planes_at_once(xf, of, lo, hi, plane, width, ow, row_ptr, row_idx, first, c
         pa += g
 
 
-@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, **JIT)
 def pool_ncx(x, out, lo, hi, tab):
     """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
 
@@ -229,19 +229,19 @@ def pool_ncx(x, out, lo, hi, tab):
 CHUNK_LANES = 4096
 
 
-@kernel(nogil=True, inline="always", error_model="numpy")
+@kernel(**INLINED)
 def _tap(v, scale, fzp):
     """A uint8/int8 tap, dequantized (``scale`` is x_scale, or 0 for a padding tap)."""
     return scale * (np.float32(v) - fzp)
 
 
-@kernel(nogil=True, inline="always", error_model="numpy")
+@kernel(**INLINED)
 def _same(v, scale, fzp):
     """A tap already dequantized."""
     return v
 
 
-@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(**INLINED)
 def _add4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp):
     """``acc[:npos * n] (+)= taps g..g+3`` in that order (``fresh``: acc holds nothing yet), window
     ``w`` (of ``npos``) reading ``n`` values of ``src`` at each tap's offset plus ``w * step``. Two
@@ -261,7 +261,7 @@ def _add4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp):
                               + tap(src[p2 + b + i], s2, fzp)) + tap(src[p3 + b + i], s3, fzp)
 
 
-@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(**INLINED)
 def _out4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp, of, q, ostep, d, ys, yzp, qmin, qmax):
     """``of[q + w * ostep:][:n]`` for each window ``w``: :func:`_add4`'s sums, quantized (divided by
     ``d``: in the same loop as the additions the divisions cost next to nothing, so power-of-two
@@ -284,7 +284,7 @@ def _out4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp, of, q, oste
                 of[c + i] = _quantize(s, d, ys, yzp, qmin, qmax)
 
 
-@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(**INLINED)
 def _out9(npos, n, step, src, taps, g, of, q, ostep, d, ys, yzp, qmin, qmax):
     """:func:`_out4` for the 9 taps g..g+8 of a window without earlier taps, already dequantized
     (``t0 + t1`` is ``-0.0 + t0 + t1``: one addition and one load fewer per output)."""
@@ -299,7 +299,7 @@ def _out9(npos, n, step, src, taps, g, of, q, ostep, d, ys, yzp, qmin, qmax):
             of[c + i] = _quantize(s, d, ys, yzp, qmin, qmax)
 
 
-@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(**INLINED)
 def _window_x(k, npos, n, step, src, taps, scales, acc, of, q, ostep, d, pad_tap, xs, fzp, ys, yzp, qmin, qmax):
     """Windows whose ``k`` taps are values of x, dequantized where they are read: 4 at a time into
     ``acc``, the last 1 to 4 (padded with taps of scale 0) quantized into ``of``."""
@@ -316,7 +316,7 @@ def _window_x(k, npos, n, step, src, taps, scales, acc, of, q, ostep, d, pad_tap
         scales[j] = xs
 
 
-@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(**INLINED)
 def _window_ring(k, npos, n, step, src, taps, scales, acc, of, q, ostep, d, pad_tap, xs, fzp, ys, yzp, qmin, qmax):
     """Windows whose ``k`` taps are in the ring of dequantized rows: up to 9 (3x3) in one loop
     that also quantizes; more, 4 at a time into ``acc`` and the last 1 to 4 quantized. Padding
@@ -335,7 +335,7 @@ def _window_ring(k, npos, n, step, src, taps, scales, acc, of, q, ostep, d, pad_
     _out4(acc, g == 0, npos, n, step, src, taps, scales, g, _same, fzp, of, q, ostep, d, ys, yzp, qmin, qmax)
 
 
-@kernel(nogil=True, inline="always", boundscheck=False, error_model="numpy")
+@kernel(**INLINED)
 def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, px, tab, first, count, div, taps,
               scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax):
     """Outputs ``o0 <= o < o1`` of one output row, whose window rows start at offsets
@@ -375,7 +375,7 @@ def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, px, t
         o = end
 
 
-@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, **JIT)
 def pool_nxc(x, out, lo, hi, tab):
     """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column), one output
     row at a time, every channel at once (vectorised over the contiguous channels)."""
@@ -476,7 +476,7 @@ BIAS, GLOBAL_Y_ZP, CHANNELS = 0, 1, 2
 SCALE, LOW, HIGH = 6, 7, 8
 
 
-@kernel(nogil=True, inline="always", error_model="numpy")
+@kernel(**INLINED)
 def _requantize(total, bias, scale, lo, hi, yzp):
     """MLAS: ``f = float(int32(total + bias)) * scale`` clamped to [lo, hi], rounded half to even."""
     s = total + bias
@@ -487,7 +487,7 @@ def _requantize(total, bias, scale, lo, hi, yzp):
     return np.int32(np.rint(f)) + yzp
 
 
-@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, **JIT)
 def global_ncx(x, out, lo, hi, tab):
     """x (P * n,) flat, out (P,): planes ``lo <= p < hi``. Each plane is summed in int32, wrapping
     around as MLAS's lanes do; the truncation at each step lets LLVM keep 16 lanes per vector
@@ -503,7 +503,7 @@ def global_ncx(x, out, lo, hi, tab):
         out[p] = _requantize(total, bias, scale, flo, fhi, yzp)
 
 
-@kernel(entry=True, nogil=True, boundscheck=False, error_model="numpy")
+@kernel(entry=True, **JIT)
 def global_nxc(x, out, lo, hi, tab):
     """x (N, n, C), out (N * C,): batches ``lo <= b < hi``. Sums of up to 128 rows fit int16
     (|x| <= 255), which packs twice as many lanes per vector as int32; rows are added four at a

@@ -43,7 +43,7 @@ from numba.extending import overload
 
 from .columns import LENGTH, OFFSET, OUTPUTS, PASS_CLIPPED, PASS_KERNEL, PASS_LINE, PASS_PAD_BEGIN
 from .crew import call_native
-from .jit import COMPUTE, JIT, U, kernel
+from .jit import COMPUTE, INLINED, JIT, U, kernel
 from .vector_scan import LANES, window_blocks
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
@@ -55,7 +55,7 @@ _EXPONENT_ALL_ONES = 0x7F800000  # float32 bits at and above it (absolute value)
 # array as a dozen stack words, and each call costs saving registers, reloading the arrays'
 # fields and a fresh alias check per loop. With 256-value lines that is a tenth of the sweep
 # (16 planes of 256x256, k31, serial, interleaved: 0.298-0.299 ms inlined, 0.323-0.334 called).
-_PER_LINE = dict(COMPUTE, inline="always")
+_PER_LINE = INLINED
 
 
 @kernel(**COMPUTE)
