@@ -6,7 +6,7 @@ passes run in cache-sized scratch buffers, so memory is touched about once per c
 
 Each pass sums the valid taps either directly (:mod:`.direct`: cost ``k`` per output, best for
 small kernels and large strides) or from block partial sums (:mod:`.blocks`: cost flat in
-``k``); small NCX planes (3 x 3 "same" windows; 2-tap windows at stride 2) go by :mod:`.small_planes`.
+``k``); small planes with 3 x 3 "same" windows go by :mod:`.small_planes`.
 
 Inner loops index whole arrays at unsigned offsets (``U``): numba then drops its
 negative-index wraparound test and LLVM vectorises the loop (3 to 5 times faster here); and no
@@ -196,10 +196,7 @@ def pool_slabs(x, out, start, stop, t):
     """Pool slabs ``start..stop`` (any thread: the GIL is released) by the tables ``t``
     (:class:`.arguments.SlabTables`)."""
     axes = t.axes
-    # small planes (tables.small_planes); at stride 2 float32 only (and the 16-bit types, widened
-    # to it): these passes' float64 loops built for x86-64-v3 put another NaN first where a window
-    # holds two than built for AVX-512, so no other kernel gives their bits on both
-    if axes[0, PLANE_PAD] >= 0 and (axes[0, STRIDE] == 1 or x.itemsize == 4):
+    if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
         pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors,
                           np.empty(t.plane_factors.shape[0] // 2 + 2))
         return

@@ -23,8 +23,7 @@ laid out for consecutive planes from a block's first plane, so that threads may 
 planes anywhere.
 
 Planes at stride 2 with windows of 2 taps along the first axis (DenseNet's 2 x 2 transitions
-on 14 x 14), float32 or the 16-bit types widened to it (float64 stays on the separable passes:
-see :func:`.separable.pool_slabs`), go by :func:`_pool_stride_two` instead: an output row is one vector of 16 columns
+on 14 x 14) go by :func:`_pool_stride_two` instead: an output row is one vector of 16 columns
 (rows of up to 16 values, up to 8 outputs), its taps loaded through lane masks. LLVM's loop
 vectoriser leaves loops over 14 values scalar, which is what made the separable passes slow there
 (1x512x14x14 2x2 serial 22.6 us, 16.5 by this kernel), so these rows are written as LLVM vector
