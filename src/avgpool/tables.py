@@ -182,24 +182,20 @@ def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, 
 
 def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
     """The stride-2 planes of :mod:`.kernels.small_planes`: rows of at most LANES values (up to
-    LANES / 2 outputs), windows of 2 taps from pad_begin 0 or 1 along the first axis and of 2
-    taps or of 3 from pad_begin 1 along the second, every window holding a tap and a window of 3
-    its middle one (only a window's first and last tap can fall outside the plane).
+    LANES / 2 outputs), along each axis windows of 3 taps from pad_begin 1 or of 2 from pad_begin
+    0 or 1, every window holding a tap and a window of 3 its middle one (only a window's first
+    and last tap can fall outside the plane).
 
-    The separable passes' NaN payloads are not a function of the window for the other windows,
-    so no other kernel can give their bits there (data with NaNs of four payloads):
-    3 taps along the first axis differ between their x86-64-v3 and AVX-512 compiles (1 and 23 of
-    224 and 784 outputs, 2x7x7x7 3x3 s2 p1 and 2x7x15x13 3x2); 3-tap windows tiling the rows
-    (twice as many values as outputs, ShuffleNet's 14 x 14 3 x 3 pads 1, where this kernel took
-    11.8 us serial against 23.0 on 1x272x14x14) differ with the group of planes (616 and 3098 of
-    19200 and 33600 outputs, 2x3x3x16 and 2x3x14x8, between six planes pooled together and one at
-    a time)."""
+    Not where windows of 3 taps tile the rows (twice as many values as outputs, ShuffleNet's
+    14 x 14 3 x 3 pads 1, where this kernel took 11.8 us serial against 23.0 on 1x272x14x14):
+    the separable passes sum those in one loop over all the rows of a group of planes, and which
+    of two NaNs in a window comes out there depends on the group (2x3x3x16 and 2x3x14x8 3x3 s2
+    p1 with NaNs of four payloads: 616 and 3098 of 19200 and 33600 outputs differ between the six
+    planes pooled together and one at a time), so no other kernel can give their bits."""
     from .kernels.small_planes import LANES
 
-    height, width = (p.geometry for p in plans)
-    if height.kernel != 2 or width.length > LANES or width.out > LANES // 2:
-        return False
-    if width.kernel == 3 and 2 * width.out == width.length:
+    g = plans[1].geometry
+    if g.length > LANES or g.out > LANES // 2 or (g.kernel == 3 and 2 * g.out == g.length):
         return False
     for p in plans:
         g = p.geometry

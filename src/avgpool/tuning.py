@@ -67,10 +67,10 @@ class Tuning:
     #: The same along a contiguous axis, where the block sums need transposed tiles (1 x k serial:
     #: direct 3085 us against block 2679 at k 25, alike below). bench.py's 1 x k kernel rows.
     contiguous_block_sums_min_kernel: int = 25
-    #: NCX planes of at most this many values with 3 x 3 "same" windows at stride 1, or at stride 2
-    #: with windows of 2 taps along the first axis, go by kernels/small_planes.py (~0.6 ns per value at stride 1, where
+    #: NCX planes of at most this many values with 3 x 3 "same" windows at stride 1, or windows of 2
+    #: or 3 taps at stride 2, go by kernels/small_planes.py (~0.6 ns per value at stride 1, where
     #: the separable passes' short rows cost more): 3x3 p1 serial 1x1024x7x7 32 us against 58,
-    #: 1x576x14x14 70.5 against 76; 2x2 s2 1x512x14x14 16.5 against 22.6; 28x28 and larger planes
+    #: 1x576x14x14 70.5 against 76; 2x2 s2 1x512x14x14 16.7 against 22.8; 28x28 and larger planes
     #: are faster by the separable passes. Re-measured by bench.py's node rows (1x1024x7x7,
     #: 1x576x14x14 3x3, 1x512x14x14 2x2); tests/test_small_planes.py turns it off with 0.
     small_plane_values: int = 196

@@ -1,6 +1,5 @@
 """Small NCX planes (7x7, 14x14: the later pooling nodes of image models) with 3 x 3 "same"
-windows at stride 1 (or a single tap along an axis), or at stride 2 windows of 2 taps along the
-first axis and 2 or 3 along the second.
+windows at stride 1 (or a single tap along an axis), or windows of 2 or 3 taps at stride 2.
 
 The separable passes (:mod:`.separable`) run a vector loop per row; rows of 7 or 14 values are
 too short for that, and a third to a half of such a plane's outputs are edge windows, which they
@@ -22,15 +21,16 @@ tap along the first axis, then the second), ``factors`` = 2 float64 rows (each a
 laid out for consecutive planes from a block's first plane, so that threads may split the
 planes anywhere.
 
-Planes at stride 2 with windows of 2 taps along the first axis (DenseNet's 2 x 2 transitions
-on 14 x 14) go by :func:`_pool_stride_two` instead: an output row is one vector of 16 columns
-(rows of up to 16 values, up to 8 outputs), its taps loaded through lane masks. LLVM's loop
-vectoriser leaves loops over 14 values scalar, which is what made the separable passes slow there
-(1x512x14x14 2x2 serial 22.6 us, 16.5 by this kernel), so these rows are written as LLVM vector
-code (:func:`_plane_code`). Its additions are inline assembly, in the order the separable passes
-write theirs (from the first valid tap, left to right): x86 gives the first operand's NaN where
-both are NaN, and LLVM commutes an fadd's operands (a select folded into a masked add put the
-second one first, which changed the NaN of most windows holding two).
+Planes at stride 2 (DenseNet's 2 x 2 transitions on 14 x 14, 3 x 3 pads 1 on 7 x 7) go by
+:func:`_pool_stride_two` instead: an output row is one vector of 16 columns (rows of up to 16
+values, up to 8 outputs), its taps loaded through lane masks, and a plane's rows are one loop
+that keeps the tap row two windows share (3 taps). LLVM's loop vectoriser leaves loops over 14
+values scalar, which is what made the separable passes slow there (1x512x14x14 2x2 serial 22.8
+us, 16.7 by this kernel), so these rows are written as LLVM vector code (:func:`_plane_code`).
+Its additions are inline assembly, in the order the separable passes write theirs (from the
+first valid tap, left to right): x86 gives the first operand's NaN where both are NaN, and LLVM
+commutes an fadd's operands (a select folded into a masked add put the second one first, which
+changed the NaN of most windows holding two).
 """
 
 from __future__ import annotations
@@ -155,10 +155,10 @@ def _add(builder, registers, a, b):
     return builder.shuffle_vector(sums[0], sums[1], ir.Constant(ir.VectorType(I32, 2 * half), list(range(2 * half))))
 
 
-def _plane_code(second):
-    """The LLVM code of one plane at stride 2, for windows of 2 taps along the first axis and,
-    along the second, ``second`` = 3 (3 taps, pad_begin 1), 1 (2 taps, pad_begin 1) or 0 (2 taps,
-    pad_begin 0)."""
+def _plane_code(tall, second):
+    """The LLVM code of one plane at stride 2, for a window of 3 taps along the first axis
+    (``tall``, pad_begin 1; else 2 taps) and, along the second, ``second`` = 3 (3 taps, pad_begin
+    1), 1 (2 taps, pad_begin 1) or 0 (2 taps, pad_begin 0)."""
     @intrinsic
     def plane(typingctx, x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1):
         """Output rows ``0..rows`` of the plane whose first tap row starts at ``x[q0]`` (maybe
@@ -199,7 +199,12 @@ def _plane_code(second):
                     halves.append(builder.fpext(v, d8) if x_type != F64 else v)
                 return halves
 
+            carried = [cgutils.alloca_once(builder, d8) for _ in range(2)]  # the last tap row, next first
             sums = [cgutils.alloca_once(builder, d8) for _ in range(2)]
+            if tall:
+                first = builder.icmp_unsigned("!=", builder.load(ups), zero)
+                for h, v in enumerate(row(q0, first)):
+                    builder.store(v, carried[h])
             two_rows = builder.add(width, width)
             with cgutils.for_range(builder, rows) as loop:
                 r = loop.index
@@ -208,14 +213,24 @@ def _plane_code(second):
                 last = builder.icmp_unsigned("!=", builder.load(builder.gep(downs, [r])), zero)
 
                 def first_axis(edge):
-                    a = row(q, first if edge else None)
-                    m = row(builder.add(q, width), last if edge else None)
+                    if tall:
+                        a = [builder.load(c) for c in carried]
+                        m = row(builder.add(q, width), None)
+                        z = row(builder.add(q, two_rows), last if edge else None)
+                        for h in range(2):
+                            builder.store(z[h], carried[h])
+                        total = [_add(builder, registers, _add(builder, registers, a[h], m[h]), z[h])
+                                 for h in range(2)]
+                    else:
+                        a = row(q, first if edge else None)
+                        m = row(builder.add(q, width), last if edge else None)
+                        total = [_add(builder, registers, a[h], m[h]) for h in range(2)]
                     for h in range(2):
-                        builder.store(_add(builder, registers, a[h], m[h]), sums[h])
+                        builder.store(total[h], sums[h])
 
-                # rows with both taps valid load through the lane masks alone (computing the masks
-                # of each row's flags cost 25% of a 2 x 2 plane)
-                with builder.if_else(builder.and_(first, last), likely=True) as (inner, edge):
+                # rows with every tap valid load through the lane masks alone (computing the
+                # masks of each row's flags cost 25% of a 2 x 2 plane)
+                with builder.if_else(last if tall else builder.and_(first, last), likely=True) as (inner, edge):
                     with inner:
                         first_axis(False)
                     with edge:
@@ -245,30 +260,39 @@ def _plane_code(second):
     return plane
 
 
-_wide = _plane_code(3)
-_pair_after = _plane_code(1)
-_pair = _plane_code(0)
+_tall_wide = _plane_code(True, 3)
+_tall_pair_after = _plane_code(True, 1)
+_tall_pair = _plane_code(True, 0)
+_wide = _plane_code(False, 3)
+_pair_after = _plane_code(False, 1)
+_pair = _plane_code(False, 0)
 
 
 @kernel(**COMPUTE)
 def _pool_stride_two(x, out, start, stop, axes, masks, factors):
-    """Planes ``start..stop`` at stride 2 along both axes, windows of 2 taps along the first axis
-    and of 2 or 3 along the second (3 taps: pad_begin 1), one output row at a time. Tables
-    (tables.small_plane_tables): ``masks`` = the kernel along each axis, then per output row
-    whether its first and last tap are valid (``rows`` each), then per output column the same
-    (``LANES // 2`` each); ``factors`` = each output row's scale, then each column's
-    (``LANES // 2``)."""
+    """Planes ``start..stop`` at stride 2 along both axes, each window of 2 or 3 taps from pad_begin
+    1 or 0 (3 taps: pad_begin 1), one output row at a time. Tables (tables.small_plane_tables):
+    ``masks`` = the kernel along each axis, then per output row whether its first and last tap
+    are valid (``rows`` each), then per output column the same (``LANES // 2`` each); ``factors``
+    = each output row's scale, then each column's (``LANES // 2``)."""
     height, width, rows, cols = axes[0, LENGTH], axes[1, LENGTH], axes[0, OUTPUTS], axes[1, OUTPUTS]
     half = LANES // 2
     up, down = masks[2:2 + rows], masks[2 + rows:2 + 2 * rows]
     left, right = masks[2 + 2 * rows:2 + 2 * rows + half], masks[2 + 2 * rows + half:2 + 2 * rows + 2 * half]
     f0, f1 = factors[:rows], factors[rows:rows + half]
-    second = (masks[1] == 3) * 2 + axes[1, PLANE_PAD]
+    tall, second = masks[0] == 3, (masks[1] == 3) * 2 + axes[1, PLANE_PAD]
     plane_in, plane_out, w, n, m = U(height * width), U(rows * cols), U(width), U(rows), U(cols)
     back = U(axes[0, PLANE_PAD]) * w
     for b in range(start, stop):
         q0, o = U(b) * plane_in - back, U(b) * plane_out
-        if second == 3:
+        if tall:
+            if second == 3:
+                _tall_wide(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+            elif second == 1:
+                _tall_pair_after(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+            else:
+                _tall_pair(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+        elif second == 3:
             _wide(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
         elif second == 1:
             _pair_after(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
