@@ -13,7 +13,7 @@ import numpy as np
 
 from . import threads, tuning
 from .inputs import out_target
-from .kernels.arguments import RunningTables, SlabTables
+from .kernels.arguments import SlabTables
 from .spec import Layout
 from .tables import KernelTables, RunningPlan, band_and_scratch
 
@@ -151,10 +151,8 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
             return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
-        sums = RunningTables(passes=running.passes, headroom=running.headroom, row_factors=running.row_factors,
-                             int_size=running.int_size, box_outputs=running.box_outputs, group=running.group)
-        return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, (slab_tables, sums, fallback), pieces,
-                            False)
+        return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, (slab_tables, running, fallback),
+                            pieces, False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
     # is pooled on its own, so groups never span more than a block

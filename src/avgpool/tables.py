@@ -15,6 +15,7 @@ import numpy as np
 from . import tuning
 from .caches import BoundedCache
 from .kernels import columns
+from .kernels.arguments import RunningTables
 from .plan import AxisPlan, make_plan, total_taps
 from .shape import AxisGeometry, resolve
 from .spec import Layout, PoolSpec
@@ -230,35 +231,27 @@ def _reciprocal(divisors: np.ndarray) -> np.ndarray:
         return 1.0 / divisors.astype(np.float64)
 
 
-@dataclass(frozen=True, eq=False)
-class RunningPlan:
-    """The exact int64 running sums of :mod:`.kernels.running` for one (spec, shape).
-
-    ``passes[j]`` (the columns PASS_* of :mod:`.kernels.columns`) = (axis, runs per slab, values
-    per row, pad_begin, kernel, padded line length, clipped; the last four are 0 but for the
-    contiguous axis of NCX), in NCX the contiguous last axis first (the kernel reads its line
-    geometry from ``passes[0]``). ``clipped``: that line would be more than twice the input and
-    output along the axis (a huge kernel with few outputs), so the kernel sums the windows clipped
-    to the input from prefix sums instead, in a line of ``2 * length + 1`` (a 1-D line, clipped
-    or long, is streamed in chunks: no line).
-    ``row_factors`` are the divisor scales of the axes before the last running axis (the last
-    spatial axis of NXC, the one before it of NCX; one per output row of the axes before it);
-    those after it are the contiguous axis's of NCX, which the kernel reads from the tables'
-    scales (NXC has none: its rows are channels). ``headroom``: how
-    many bits a value may take as an integer so that no sum of the pool overflows an int64.
-    ``int_size``: the running sums the kernel holds while it sweeps a slab, one row along each
-    axis (NCX: but the last two), the product of the later axes' lengths and the channels:
-    ``2 * slab / length of the first axis`` bytes and less, or, past Tuning.exact_held_bytes, of the
-    boxes ``box_outputs`` gives (:func:`running_boxes`), never a copy of the slab. ``group``:
-    slabs checked and pooled together (their input fits in Tuning.exact_group_bytes, so the sums read
-    it from cache after the check)."""
-
-    passes: np.ndarray
-    row_factors: np.ndarray
-    headroom: int
-    int_size: int
-    box_outputs: np.ndarray
-    group: int
+# The exact int64 running sums of :mod:`.kernels.running` for one (spec, shape), in the named
+# tuple the kernel takes (RunningTables):
+# ``passes[j]`` (the columns PASS_* of :mod:`.kernels.columns`) = (axis, runs per slab, values per
+# row, pad_begin, kernel, padded line length, clipped; the last four are 0 but for the contiguous
+# axis of NCX), in NCX the contiguous last axis first (the kernel reads its line geometry from
+# ``passes[0]``). ``clipped``: that line would be more than twice the input and output along the
+# axis (a huge kernel with few outputs), so the kernel sums the windows clipped to the input from
+# prefix sums instead, in a line of ``2 * length + 1`` (a 1-D line, clipped or long, is streamed
+# in chunks: no line).
+# ``row_factors`` are the divisor scales of the axes before the last running axis (the last
+# spatial axis of NXC, the one before it of NCX; one per output row of the axes before it); those
+# after it are the contiguous axis's of NCX, which the kernel reads from the tables' scales (NXC
+# has none: its rows are channels). ``headroom``: how many bits a value may take as an integer so
+# that no sum of the pool overflows an int64.
+# ``int_size``: the running sums the kernel holds while it sweeps a slab, one row along each axis
+# (NCX: but the last two), the product of the later axes' lengths and the channels: ``2 * slab /
+# length of the first axis`` bytes and less, or, past Tuning.exact_held_bytes, of the boxes
+# ``box_outputs`` gives (:func:`running_boxes`), never a copy of the slab. ``group``: slabs checked
+# and pooled together (their input fits in Tuning.exact_group_bytes, so the sums read it from
+# cache after the check).
+RunningPlan = RunningTables
 
 
 def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout,
@@ -311,9 +304,10 @@ def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: 
     group_bytes = tuning.current().exact_group_bytes
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
     passes = np.asarray(rows, dtype=np.int64).reshape(-1, columns.PASS_COLUMNS)
-    return RunningPlan(passes, np.ascontiguousarray(row_factors), headroom(geometry),
-                       _box_held(geometry, channels, ncx, boxes), np.asarray(boxes, dtype=np.int64),
-                       max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)))
+    return RunningPlan(passes=passes, headroom=headroom(geometry), row_factors=np.ascontiguousarray(row_factors),
+                       int_size=_box_held(geometry, channels, ncx, boxes),
+                       box_outputs=np.asarray(boxes, dtype=np.int64),
+                       group=max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)))
 
 
 def _box_held(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool, boxes: tuple[int, ...]) -> int:
