@@ -44,10 +44,12 @@ def empty_window_factors(spec: PoolSpec, input_shape: tuple[int, ...]) -> list[n
     return factors
 
 
-def write_empty_windows(out: np.ndarray, factors: list[np.ndarray]) -> bool:
+def write_empty_windows(out: np.ndarray, factors: list[np.ndarray] | None) -> bool:
     """Overwrite, in an NCX output (or a block of one) whose spatial outputs have these per-axis
     factors, the windows whose product of factors is negative with their signed zero; whether
-    there was any."""
+    there was any (``factors`` None: :func:`empty_window_factors` found none)."""
+    if factors is None:
+        return False
     grids = np.meshgrid(*factors, indexing="ij", sparse=True)
     nonzero = functools.reduce(np.logical_and, [g != 0 for g in grids])
     negatives = functools.reduce(np.add, [(g < 0).astype(np.int64) for g in grids])

@@ -121,10 +121,11 @@ def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tup
     out_bytes = math.prod(out_shape) * itemsize
     # the window tables: at most three int64s per output along each axis
     needed = out_bytes + 24 * sum(out_shape)
-    limit = max(_physical_memory() or 0, OUTPUT_TO_INPUT_BYTES * math.prod(in_shape) * itemsize)
+    memory = _physical_memory() or 0
+    limit = max(memory, OUTPUT_TO_INPUT_BYTES * math.prod(in_shape) * itemsize)
     if limit and needed > limit:
         raise AvgPoolError(
             f"the attributes give an output of shape {'x'.join(map(str, out_shape))} ({_size_text(out_bytes)} of "
             f"{dtype_name(dtype)} and {_size_text(needed - out_bytes)} of window tables), more than this machine's "
-            f"memory ({_size_text(_physical_memory() or 0)}) and {OUTPUT_TO_INPUT_BYTES} times the input: an output "
+            f"memory ({_size_text(memory)}) and {OUTPUT_TO_INPUT_BYTES} times the input: an output "
             f"must fit in memory, and only pads far beyond the input give more (check `kernel_shape` and the pads)")

@@ -53,8 +53,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
     if found is not None:  # validated before: the prepared pool, and the empty windows to overwrite
         prepared, label, empty_windows = found
         result = call_prepared(prepared, label, x, out)
-        if empty_windows is not None:
-            write_empty_windows(result, empty_windows)
+        write_empty_windows(result, empty_windows)
         return result
     version = openvino_dialect.check_version(version)
     label = openvino_dialect.label(version)
@@ -68,8 +67,7 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
         if key is not None and array is x:
             _CALLS.put(key, (prepared, label, empty_windows))
         result = prepared(array, out)
-        if empty_windows is not None:
-            write_empty_windows(result, empty_windows)
+        write_empty_windows(result, empty_windows)
         return result
 
 
