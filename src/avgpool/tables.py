@@ -166,23 +166,47 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
 
 def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool) -> bool:
     """Whether the slabs are pooled by :mod:`.kernels.small_planes`: 2-D NCX planes of at most
-    Tuning.small_plane_values values, every axis at stride 1 without dilation, as many outputs
-    as inputs, and windows of 3 taps centred on their output (pad_begin 1) or of 1 (so that only
-    a window's first and last tap can fall outside the plane). (The bits are those of the
-    separable passes: this only picks the faster loops.)"""
+    Tuning.small_plane_values values, without dilation, and either every axis at stride 1 with as
+    many outputs as inputs and windows of 3 taps centred on their output (pad_begin 1) or of 1 (so
+    that only a window's first and last tap can fall outside the plane), or every axis at stride 2
+    (:func:`_stride_two`). (The bits are those of the separable passes: this only picks the
+    faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
         return False
     if not 0 < math.prod(p.geometry.length for p in plans) <= tuning.current().small_plane_values:
         return False
+    if all(p.geometry.stride == 2 for p in plans):
+        return _stride_two(plans)
     return all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
                and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans))
+
+
+def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
+    """The stride-2 planes of :mod:`.kernels.small_planes`: rows of at most LANES values (up to
+    LANES / 2 outputs), along each axis windows of 3 taps from pad_begin 1 or of 2 from pad_begin
+    0 or 1, every window holding a tap and a window of 3 its middle one (only a window's first
+    and last tap can fall outside the plane)."""
+    from .kernels.small_planes import LANES
+
+    g = plans[1].geometry
+    if g.length > LANES or g.out > LANES // 2:
+        return False
+    for p in plans:
+        g = p.geometry
+        if g.dilation != 1 or (g.kernel, g.pad_begin) not in ((3, 1), (2, 1), (2, 0)) or not (p.count > 0).all():
+            return False
+        if g.kernel == 3 and 2 * (g.out - 1) >= g.length:  # the last window's middle tap
+            return False
+    return True
 
 
 def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The masks and factors of :mod:`.kernels.small_planes` for a block of planes (as many whole
     planes as Tuning.small_plane_block_values holds, at least one): per position, whether the
     window's first and last tap along each axis are valid taps (uint8, four rows of a block),
-    and each axis's divisor scale (float64, two rows). ``scales``: the tables' scales."""
+    and each axis's divisor scale (float64, two rows). ``scales``: the tables' scales.
+    At stride 2 the tables of one plane's rows and columns instead (its kernel's
+    _pool_stride_two)."""
     height, width = (p.geometry.length for p in plans)
     plane = height * width
     planes = max(1, tuning.current().small_plane_block_values // plane)
@@ -190,14 +214,27 @@ def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple
     for axis, p in enumerate(plans):
         g = p.geometry
         outputs = np.arange(g.out)
-        first_tap = outputs - g.pad_begin
+        first_tap = outputs * g.stride - g.pad_begin
         last_tap = first_tap + g.kernel - 1
         valid_first = (p.first == first_tap) & (p.count > 0)
         valid_last = (p.first + p.count - 1 == last_tap) & (p.count > 0)
+        if g.stride == 2:
+            masks += [valid_first, valid_last]
+            factors.append(scales[offset:offset + g.out])
+            offset += g.out
+            continue
         position = np.arange(plane) // width if axis == 0 else np.arange(plane) % width
         masks += [valid_first[position], valid_last[position]]
         factors.append(scales[offset:offset + g.out][position])
         offset += g.out
+    if plans[0].geometry.stride == 2:
+        from .kernels.small_planes import LANES
+
+        lanes = LANES // 2
+        columns = [np.pad(m, (0, lanes - m.size)) for m in masks[2:]]
+        kernels = np.array([p.geometry.kernel for p in plans])
+        return (np.concatenate([kernels, *masks[:2], *columns]).astype(np.uint8),
+                np.concatenate([factors[0], np.pad(factors[1], (0, lanes - factors[1].size), constant_values=1.0)]))
     return (np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
             np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()))
 

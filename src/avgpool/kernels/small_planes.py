@@ -1,5 +1,5 @@
 """Small NCX planes (7x7, 14x14: the later pooling nodes of image models) with 3 x 3 "same"
-windows at stride 1 (or a single tap along an axis).
+windows at stride 1 (or a single tap along an axis), or windows of 2 or 3 taps at stride 2.
 
 The separable passes (:mod:`.separable`) run a vector loop per row; rows of 7 or 14 values are
 too short for that, and a third to a half of such a plane's outputs are edge windows, which they
@@ -7,26 +7,38 @@ sum one row or one column at a time. Here each pass is a single loop over a bloc
 a window's first and last tap can fall outside the plane (the engine takes this kernel where the
 middle tap is the output's own position): their loads come through per-position masks, which
 LLVM turns into masked vector loads, and every window is summed from its first valid tap, left to
-right, as the separable passes sum it, so the result has their bits, NaN payloads included
-(tests/test_small_planes.py compares the two paths on random data with zeros, NaN and Inf).
-Along the first axis an absent tap is -0.0, which leaves every sum as it was (``-0.0 + y == y``
-for all y). Along the second the sums are written as selects of sums (``a + b if valid else
-b``): written with -0.0 there too, LLVM reassociated the additions so that another NaN came
-first (0xffc00000 against 0x7fc00000 on a window holding NaN, -inf and +inf); the first axis's
-selects of loads are the faster form. A mask on every tap cost 15-20% more.
+right, as the separable passes sum it, so the finite results have their bits and a NaN or Inf
+reaches the same windows (tests/test_small_planes.py compares the two paths on random data with
+zeros, NaNs of several payloads and Inf). Which NaN a window holding two gives is the order
+LLVM picks for its additions (README, "Semantics"), here as in the separable passes, where it
+already differs between builds and between groups of planes. Along the first axis an absent tap
+is -0.0, which leaves every sum as it was (``-0.0 + y == y`` for all y); along the second the
+sums are selects of sums (``a + b if valid else b``). A mask on every tap cost 15-20% more.
 
 The masks and the divisor scales of a block of planes are the engine's cached tables
 (``tables.small_plane_tables``): ``masks`` = 4 uint8 rows of ``block`` values (first and last
 tap along the first axis, then the second), ``factors`` = 2 float64 rows (each axis's scale),
 laid out for consecutive planes from a block's first plane, so that threads may split the
 planes anywhere.
+
+Planes at stride 2 (DenseNet's 2 x 2 transitions on 14 x 14, ShuffleNet's 3 x 3 pads 1) go by
+:func:`_pool_stride_two` instead: an output row is one vector of 16 columns (rows of up to 16
+values, up to 8 outputs), its taps loaded through lane masks, and a plane's rows are one loop
+that keeps the tap row two windows share (3 taps). LLVM's loop vectoriser leaves loops over 14
+values scalar, which is what makes the separable passes slow there (bench.py's densenet121 node
+3 and shufflenet node 3 rows; tuning.small_plane_values has the timings), so these rows are
+written as LLVM vector code (:func:`_plane_code`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from .columns import LENGTH, PLANE_PAD
+from .columns import LENGTH, OUTPUTS, PLANE_PAD, STRIDE
 from .jit import COMPUTE, U, kernel
 
 
@@ -35,7 +47,10 @@ def pool_small_planes(x, out, start, stop, axes, masks, factors, sums):
     """Pool planes ``start..stop`` of the flat input ``x`` (see the module's conditions), a block
     of planes at a time: the first axis into ``sums`` (float64, the block and a value of margin
     at each end), the second from it into ``out``. ``axes[d, PLANE_PAD]``: the pad_begin of axis
-    ``d`` (1: three taps, 0: one)."""
+    ``d`` (1: three taps, 0: one). Planes at stride 2 go by :func:`_pool_stride_two`."""
+    if axes[0, STRIDE] == 2:
+        _pool_stride_two(x, out, start, stop, axes, masks, factors)
+        return
     width = axes[1, LENGTH]
     plane = axes[0, LENGTH] * width
     block = factors.shape[0] // 2
@@ -74,3 +89,170 @@ def _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, up, down
         else:
             for i in range(n):
                 out[base + i] = sums[one + i] * factor1[i]
+
+
+# --- stride 2 ---
+
+#: Columns of a row vector: planes up to this wide, up to half as many outputs.
+LANES = 16
+I8, I32, I64, F64 = ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.DoubleType()
+
+
+def _splat(builder, value, n):
+    vector = builder.insert_element(ir.Constant(ir.VectorType(value.type, n), ir.Undefined), value,
+                                    ir.Constant(I32, 0))
+    return builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(I32, n), [0] * n))
+
+
+def _masked(builder, name, value_type, arguments):
+    """A call of llvm.masked.load or llvm.masked.store (a masked lane touches no memory)."""
+    vector = value_type if name == "load" else arguments[0].type
+    element = {ir.FloatType(): "f32", F64: "f64"}[vector.element]
+    function_type = ir.FunctionType(value_type, [a.type for a in arguments])
+    function = cgutils.get_or_insert_function(builder.module, function_type,
+                                              f"llvm.masked.{name}.v{vector.count}{element}.p0")
+    return builder.call(function, arguments)
+
+
+def _plane_code(tall, second):
+    """The LLVM code of one plane at stride 2, for a window of 3 taps along the first axis
+    (``tall``, pad_begin 1; else 2 taps) and, along the second, ``second`` = 3 (3 taps, pad_begin
+    1), 1 (2 taps, pad_begin 1) or 0 (2 taps, pad_begin 0)."""
+    @intrinsic
+    def plane(typingctx, x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1):
+        """Output rows ``0..rows`` of the plane whose first tap row starts at ``x[q0]`` (maybe
+        before the array: its lanes are masked) into ``out[o:]``; the tables as in
+        :func:`_pool_stride_two`."""
+        signature = types.void(x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1)
+
+        def codegen(context, builder, sig, args):
+            x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1 = args
+            data = [context.make_array(t)(context, builder, v).data if isinstance(t, types.Array) else None
+                    for t, v in zip(sig.args, args)]
+            xs, ups, downs, f0s, outs, lefts, rights, f1s = (data[i] for i in (0, 4, 5, 6, 7, 10, 11, 12))
+            x_type, out_type = (context.get_value_type(sig.args[i].dtype) for i in (0, 7))
+            half, lanes = LANES // 2, ir.VectorType(I64, LANES // 2)
+            d8, v8, m8 = ir.VectorType(F64, half), ir.VectorType(x_type, half), ir.VectorType(I8, half)
+            index = ir.Constant(lanes, list(range(half)))
+            widths = _splat(builder, width, half)
+            inside = [builder.icmp_unsigned("<", index, widths),
+                      builder.icmp_unsigned("<", builder.add(index, ir.Constant(lanes, [half] * half)), widths)]
+            absent = ir.Constant(v8, [-0.0] * half)
+            zero = ir.Constant(I8, 0)
+            no = ir.Constant(m8, [0] * half)
+            valid_left = builder.icmp_unsigned("!=", builder.load(builder.bitcast(lefts, m8.as_pointer()), align=1), no)
+            valid_right = builder.icmp_unsigned("!=", builder.load(builder.bitcast(rights, m8.as_pointer()), align=1),
+                                                no)
+            scale1 = builder.load(builder.bitcast(f1s, d8.as_pointer()), align=8)
+            stored = builder.icmp_unsigned("<", index, _splat(builder, cols, half))
+            align = ir.Constant(I32, 4)
+
+            def row(start, valid):
+                """The row of taps at ``x[start]``, as two float64 vectors (absent lanes -0.0)."""
+                halves = []
+                for h in range(2):
+                    mask = inside[h] if valid is None else builder.and_(inside[h], _splat(builder, valid, half))
+                    pointer = builder.gep(xs, [builder.add(start, ir.Constant(I64, half * h))])
+                    v = _masked(builder, "load", v8, [pointer, align, mask, absent])
+                    halves.append(builder.fpext(v, d8) if x_type != F64 else v)
+                return halves
+
+            carried = [cgutils.alloca_once(builder, d8) for _ in range(2)]  # the last tap row, next first
+            sums = [cgutils.alloca_once(builder, d8) for _ in range(2)]
+            if tall:
+                first = builder.icmp_unsigned("!=", builder.load(ups), zero)
+                for h, v in enumerate(row(q0, first)):
+                    builder.store(v, carried[h])
+            two_rows = builder.add(width, width)
+            with cgutils.for_range(builder, rows) as loop:
+                r = loop.index
+                q = builder.add(q0, builder.mul(r, two_rows))
+                first = builder.icmp_unsigned("!=", builder.load(builder.gep(ups, [r])), zero)
+                last = builder.icmp_unsigned("!=", builder.load(builder.gep(downs, [r])), zero)
+
+                def first_axis(edge):
+                    if tall:
+                        a = [builder.load(c) for c in carried]
+                        m = row(builder.add(q, width), None)
+                        z = row(builder.add(q, two_rows), last if edge else None)
+                        for h in range(2):
+                            builder.store(z[h], carried[h])
+                        total = [builder.fadd(builder.fadd(a[h], m[h]), z[h])
+                                 for h in range(2)]
+                    else:
+                        a = row(q, first if edge else None)
+                        m = row(builder.add(q, width), last if edge else None)
+                        total = [builder.fadd(a[h], m[h]) for h in range(2)]
+                    for h in range(2):
+                        builder.store(total[h], sums[h])
+
+                # rows with every tap valid load through the lane masks alone (computing the
+                # masks of each row's flags cost 25% of a 2 x 2 plane)
+                with builder.if_else(last if tall else builder.and_(first, last), likely=True) as (inner, edge):
+                    with inner:
+                        first_axis(False)
+                    with edge:
+                        first_axis(True)
+                scale0 = _splat(builder, builder.load(builder.gep(f0s, [r])), half)
+                lo, hi = (builder.fmul(builder.load(s), scale0) for s in sums)
+
+                def taps(offset):  # the columns offset, offset + 2, ...: one tap of every window
+                    return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, half),
+                                                                       [max(0, offset + 2 * i) for i in range(half)]))
+
+                a, b, c = (taps(-1), taps(0), taps(1)) if second else (taps(0), taps(1), None)
+                ab = builder.fadd(a, b)
+                if second == 3:
+                    front = builder.select(valid_left, ab, b)
+                    v = builder.select(valid_right, builder.fadd(front, c), front)
+                else:
+                    v = builder.select(valid_left, builder.select(valid_right, ab, a), b)
+                v = builder.fmul(v, scale1)
+                if out_type != F64:
+                    v = builder.fptrunc(v, ir.VectorType(out_type, half))
+                target = builder.gep(outs, [builder.add(o, builder.mul(r, cols))])
+                _masked(builder, "store", ir.VoidType(), [v, target, align, stored])
+            return context.get_dummy_value()
+
+        return signature, codegen
+    return plane
+
+
+_tall_wide = _plane_code(True, 3)
+_tall_pair_after = _plane_code(True, 1)
+_tall_pair = _plane_code(True, 0)
+_wide = _plane_code(False, 3)
+_pair_after = _plane_code(False, 1)
+_pair = _plane_code(False, 0)
+
+
+@kernel(**COMPUTE)
+def _pool_stride_two(x, out, start, stop, axes, masks, factors):
+    """Planes ``start..stop`` at stride 2 along both axes, each window of 2 or 3 taps from pad_begin
+    1 or 0 (3 taps: pad_begin 1), one output row at a time. Tables (tables.small_plane_tables):
+    ``masks`` = the kernel along each axis, then per output row whether its first and last tap
+    are valid (``rows`` each), then per output column the same (``LANES // 2`` each); ``factors``
+    = each output row's scale, then each column's (``LANES // 2``)."""
+    height, width, rows, cols = axes[0, LENGTH], axes[1, LENGTH], axes[0, OUTPUTS], axes[1, OUTPUTS]
+    half = LANES // 2
+    up, down = masks[2:2 + rows], masks[2 + rows:2 + 2 * rows]
+    left, right = masks[2 + 2 * rows:2 + 2 * rows + half], masks[2 + 2 * rows + half:2 + 2 * rows + 2 * half]
+    f0, f1 = factors[:rows], factors[rows:rows + half]
+    tall, second = masks[0] == 3, (masks[1] == 3) * 2 + axes[1, PLANE_PAD]
+    plane_in, plane_out, w, n, m = U(height * width), U(rows * cols), U(width), U(rows), U(cols)
+    back = U(axes[0, PLANE_PAD]) * w
+    for b in range(start, stop):
+        q0, o = U(b) * plane_in - back, U(b) * plane_out
+        if tall:
+            if second == 3:
+                _tall_wide(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+            elif second == 1:
+                _tall_pair_after(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+            else:
+                _tall_pair(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+        elif second == 3:
+            _wide(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+        elif second == 1:
+            _pair_after(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+        else:
+            _pair(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
