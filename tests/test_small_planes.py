@@ -16,7 +16,8 @@ import avgpool
 from avgpool import tables, tuning
 from avgpool.api import _validated
 
-SHAPES = [(7, 7), (12, 12), (14, 14), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13)]
+SHAPES = [(7, 7), (12, 12), (14, 14), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13), (6, 6), (28, 30), (2, 40),
+          (40, 8)]  # rows of 7 values or more by the flat loops, narrower by the masks
 KERNELS = [(3, 3), (3, 3), (3, 1), (1, 3), (1, 1), (2, 3)]  # (2, 3): the separable passes, both ways
 
 
@@ -133,7 +134,10 @@ def test_threads_split_small_planes_anywhere():
     ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), False),  # 2 taps: no middle tap
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[0, 0, 2, 2]), False),  # windows that start at their output
     ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
-    ((1, 8, 15, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 210 values: too big a plane
+    ((1, 8, 15, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),  # the flat loops
+    ((1, 8, 40, 6), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 240 values, rows too short for them
+    ((1, 2, 256, 256), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
+    ((1, 2, 257, 256), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # a plane past the L2 cache
     ((1, 8, 7, 7), dict(kernel_shape=[3, 3]), False),  # the output is smaller than the input
     ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), True),
     ((1, 8, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2]), True),
@@ -155,3 +159,14 @@ def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     _, spec, _ = _validated(np.zeros(shape, np.float32), 22, opset=22, layout="NCX", **{**defaults, **attrs})
     found = tables.kernel_tables(spec, shape[2:], 1)
     assert bool((found.axes[:, 8] >= 0).all()) is expected
+
+
+@pytest.mark.parametrize(("plane", "flat"), [((7, 7), True), ((1, 9), True), ((28, 28), True), ((6, 6), False),
+                                             ((14, 6), False), ((9, 1), False)])
+def test_rows_of_seven_values_or_more_take_the_flat_loops(plane, flat):
+    _, spec, _ = _validated(np.zeros((1, 8, *plane), np.float32), 22, opset=22, layout="NCX", strides=None,
+                            pads=[1, 1, 1, 1], auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                            kernel_shape=[3, 3])
+    found = tables.kernel_tables(spec, plane, 1)
+    assert (found.axes[:, 8] >= 0).all() and (found.plane_masks.size == 0) is flat
+    assert found.plane_sums >= found.plane_factors.size // 2 + 2  # a block of planes at least

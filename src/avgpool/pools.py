@@ -167,4 +167,4 @@ def _slab_tables(t: KernelTables, group: int, channels: int) -> SlabTables:
     band, scratch_size = band_and_scratch(t, group)
     return SlabTables(group=group, band=band, axes=t.axes, firsts=t.firsts, counts=t.counts, splits=t.splits,
                       scales=t.scales, channels=channels, scratch_size=scratch_size, global_scale=t.global_scale,
-                      plane_masks=t.plane_masks, plane_factors=t.plane_factors)
+                      plane_masks=t.plane_masks, plane_factors=t.plane_factors, plane_sums=t.plane_sums)

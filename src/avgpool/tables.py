@@ -37,8 +37,8 @@ class KernelTables:
     ``global_scale`` > 0 marks global pooling (one window per axis covering the whole input),
     which the kernel does as one plain sum per slab. ``windows_overlap``: some input value lies
     in more than one window along some axis (its slabs are grouped within the smaller budget).
-    ``plane_masks`` and ``plane_factors``: the tables of :mod:`.kernels.small_planes` where it
-    is used (:func:`small_plane_tables`), else empty.
+    ``plane_masks``, ``plane_factors`` and ``plane_sums``: the tables of :mod:`.kernels.small_planes`
+    where it is used (:func:`small_plane_tables`), else empty and 0.
     """
 
     axes: np.ndarray
@@ -53,6 +53,7 @@ class KernelTables:
     windows_overlap: bool
     plane_masks: np.ndarray
     plane_factors: np.ndarray
+    plane_sums: int
 
 
 def _interior(plan: AxisPlan) -> tuple[int, int]:
@@ -144,10 +145,10 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
         row[columns.INNER_LO], row[columns.INNER_HI] = _interior(p)
         splits.append(_block_splits(p, block))
     scales = _reciprocal(np.concatenate([p.divisor for p in plans]))
-    plane_masks, plane_factors = np.empty(0, np.uint8), np.empty(0)
+    plane_masks, plane_factors, plane_sums = np.empty(0, np.uint8), np.empty(0), 0
     if small_planes(plans, channels, blocks, global_window):
         axes[:, columns.PLANE_PAD] = [p.geometry.pad_begin for p in plans]
-        plane_masks, plane_factors = small_plane_tables(plans, scales)
+        plane_masks, plane_factors, plane_sums = small_plane_tables(plans, scales)
     return KernelTables(
         axes=axes,
         firsts=np.concatenate([p.first for p in plans]).astype(np.int64),
@@ -161,24 +162,38 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
         windows_overlap=any(p.geometry.stride < p.geometry.extent for p in plans),
         plane_masks=plane_masks,
         plane_factors=plane_factors,
+        plane_sums=plane_sums,
     )
 
 
 def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool) -> bool:
-    """Whether the slabs are pooled by :mod:`.kernels.small_planes`: 2-D NCX planes of at most
-    Tuning.small_plane_values values, without dilation, and either every axis at stride 1 with as
-    many outputs as inputs and windows of 3 taps centred on their output (pad_begin 1) or of 1 (so
-    that only a window's first and last tap can fall outside the plane), or every axis at stride 2
-    (:func:`_stride_two`). (The bits are those of the separable passes: this only picks the
-    faster loops.)"""
+    """Whether the slabs are pooled by :mod:`.kernels.small_planes`: 2-D NCX planes without
+    dilation, and either every axis at stride 1 with as many outputs as inputs and windows of 3
+    taps centred on their output (pad_begin 1) or of 1 (so that only a window's first and last tap
+    can fall outside the plane), in planes of at most Tuning.small_plane_values values or rows
+    :func:`_flat` takes, or every axis at stride 2 (:func:`_stride_two`) in planes of at most
+    Tuning.small_plane_values values. (The finite bits are those of the separable passes: this
+    only picks the faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
         return False
-    if not 0 < math.prod(p.geometry.length for p in plans) <= tuning.current().small_plane_values:
-        return False
+    values = math.prod(p.geometry.length for p in plans)
+    small = 0 < values <= tuning.current().small_plane_values
     if all(p.geometry.stride == 2 for p in plans):
-        return _stride_two(plans)
-    return all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
+        return small and _stride_two(plans)
+    same = all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
                and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans))
+    return same and (small or _flat(plans))
+
+
+def _flat(plans: tuple[AxisPlan, ...]) -> bool:
+    """Whether planes of "same" windows at stride 1 go by the flat loops of
+    :mod:`.kernels.small_planes` (no masks): rows of at least Tuning.flat_plane_min_width values,
+    planes of at most Tuning.flat_plane_values, and along each axis one divisor for all the
+    windows between the first and the last (which is how their scales are given)."""
+    tune = tuning.current()
+    height, width = (p.geometry.length for p in plans)
+    return (width >= tune.flat_plane_min_width and 0 < height * width <= tune.flat_plane_values
+            and all((p.divisor[1:-1] == p.divisor[1]).all() for p in plans if p.divisor.size > 2))
 
 
 def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
@@ -200,16 +215,21 @@ def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
     return True
 
 
-def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The masks and factors of :mod:`.kernels.small_planes` for a block of planes (as many whole
-    planes as Tuning.small_plane_block_values holds, at least one): per position, whether the
-    window's first and last tap along each axis are valid taps (uint8, four rows of a block),
-    and each axis's divisor scale (float64, two rows). ``scales``: the tables' scales.
-    At stride 2 the tables of one plane's rows and columns instead (its kernel's
-    _pool_stride_two)."""
+def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """The masks, factors and sums size of :mod:`.kernels.small_planes` for a block of planes (as
+    many whole planes as Tuning.small_plane_block_values holds, at least one). At stride 1 per
+    position whether the window's first and last tap along each axis are valid taps (uint8, four
+    rows of a block) and each axis's divisor scale (float64, two rows); for the flat loops
+    (:func:`_flat`) no masks, and each axis's scale at its first window, the windows between and
+    its last. At stride 2 the tables of one plane's rows and columns instead (its kernel's
+    _pool_stride_two). ``scales``: the tables' scales."""
     height, width = (p.geometry.length for p in plans)
     plane = height * width
     planes = max(1, tuning.current().small_plane_block_values // plane)
+    sums = planes * plane + 2
+    if plans[0].geometry.stride == 1 and _flat(plans):
+        edges = [[0, min(1, height - 1), height - 1], [height, height + min(1, width - 1), height + width - 1]]
+        return np.empty(0, np.uint8), np.ascontiguousarray(scales[np.ravel(edges)]), sums
     masks, factors, offset = [], [], 0
     for axis, p in enumerate(plans):
         g = p.geometry
@@ -234,9 +254,10 @@ def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple
         columns = [np.pad(m, (0, lanes - m.size)) for m in masks[2:]]
         kernels = np.array([p.geometry.kernel for p in plans])
         return (np.concatenate([kernels, *masks[:2], *columns]).astype(np.uint8),
-                np.concatenate([factors[0], np.pad(factors[1], (0, lanes - factors[1].size), constant_values=1.0)]))
+                np.concatenate([factors[0], np.pad(factors[1], (0, lanes - factors[1].size), constant_values=1.0)]),
+                0)
     return (np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
-            np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()))
+            np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()), sums)
 
 
 def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:

@@ -75,6 +75,18 @@ class Tuning:
     #: Re-measured by bench.py's node rows (1x1024x7x7, 1x576x14x14 3x3, 1x272x14x14 3x3 s2,
     #: 1x512x14x14 2x2); tests/test_small_planes.py turns it off with 0.
     small_plane_values: int = 196
+    #: Planes of 3 x 3 (or 1) "same" windows at stride 1 whose rows have at least this many values
+    #: go by kernels/small_planes.py's flat loops (a loop per plane, the edge windows summed again
+    #: apart), narrower ones of at most small_plane_values values by its masks (serial, masks
+    #: against flat: 1x4000x5x5 62 us against 74, 1x2000x7x7 59 against 56, 1x1024x7x7 33 against
+    #: 28.5, 1x1000x10x10 59 against 44.5, 1x576x14x14 70 against 49). Re-measured by bench.py's
+    #: 1x1024x7x7 and 1x576x14x14 node rows; tests/test_small_planes.py.
+    flat_plane_min_width: int = 7
+    #: ... and at most this many values (a plane's float64 sums, 512 KiB, in the L2 cache), where
+    #: the separable passes take longer (serial, flat against separable: 1x256x28x28 79 us against
+    #: 106, 1x64x56x56 82 against 94, 1x16x112x112 81 against 88, 1x4x256x256 106 against 123).
+    #: Re-measured by bench.py's inception_v2 node 1 and 2 rows (28 x 28).
+    flat_plane_values: int = 1 << 16
     #: Values of the planes kernels/small_planes.py pools together (whole planes, at least one):
     #: the block's masks and scales (18 bytes a value) and its float64 sums (8) stay in the L1
     #: cache; 512 to 2048 measured alike (bench.py's 1x1024x7x7 node rows).

@@ -28,6 +28,7 @@ class SlabTables(NamedTuple):
     global_scale: float  # > 0: one window covering every axis, scaled by this
     plane_masks: np.ndarray  # .small_planes' tables (empty where it is not used)
     plane_factors: np.ndarray
+    plane_sums: int  # float64 values of .small_planes' sums (a block of planes, a value of margin each side)
 
 
 class RunningTables(NamedTuple):

@@ -197,8 +197,7 @@ def pool_slabs(x, out, start, stop, t):
     (:class:`.arguments.SlabTables`)."""
     axes = t.axes
     if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
-        pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors,
-                          np.empty(t.plane_factors.shape[0] // 2 + 2))
+        pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors, np.empty(t.plane_sums))
         return
     scratch = np.empty((2 * t.group + 3) * t.scratch_size)
     if t.global_scale > 0:

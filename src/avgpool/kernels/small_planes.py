@@ -47,17 +47,63 @@ def pool_small_planes(x, out, start, stop, axes, masks, factors, sums):
     """Pool planes ``start..stop`` of the flat input ``x`` (see the module's conditions), a block
     of planes at a time: the first axis into ``sums`` (float64, the block and a value of margin
     at each end), the second from it into ``out``. ``axes[d, PLANE_PAD]``: the pad_begin of axis
-    ``d`` (1: three taps, 0: one). Planes at stride 2 go by :func:`_pool_stride_two`."""
+    ``d`` (1: three taps, 0: one). Planes at stride 2 go by :func:`_pool_stride_two`, planes
+    given no masks (rows of Tuning.flat_plane_min_width values or more) by :func:`_pool_flat`."""
     if axes[0, STRIDE] == 2:
         _pool_stride_two(x, out, start, stop, axes, masks, factors)
         return
-    width = axes[1, LENGTH]
-    plane = axes[0, LENGTH] * width
-    block = factors.shape[0] // 2
+    height, width = axes[0, LENGTH], axes[1, LENGTH]
+    plane = height * width
+    planes = (sums.shape[0] - 2) // plane
+    tall, wide = axes[0, PLANE_PAD] > 0, axes[1, PLANE_PAD] > 0
+    if masks.shape[0] == 0:
+        _pool_flat(x, out, start, stop, planes, height, width, tall and height > 1, wide, factors, sums)
+        return
+    block = planes * plane
     # each table as an array of its own: LLVM vectorised the loops over one shared array 5x slower
-    _pool_blocks(x, out, start, stop, block // plane, plane, width, axes[0, PLANE_PAD] > 0, axes[1, PLANE_PAD] > 0,
-                 masks[:block], masks[block:2 * block], masks[2 * block:3 * block], masks[3 * block:],
-                 factors[:block], factors[block:], sums)
+    _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, masks[:block], masks[block:2 * block],
+                 masks[2 * block:3 * block], masks[3 * block:], factors[:block], factors[block:], sums)
+
+
+@kernel(**COMPUTE)
+def _pool_flat(x, out, start, stop, planes, height, width, tall, wide, factors, sums):
+    """:func:`pool_small_planes` where rows are long enough to need no masks: every loop runs over
+    a whole plane (the first axis) or block of planes (the second) as if it were one row, and the
+    windows at the plane's edges are summed again apart, overwriting. ``factors``: the first
+    axis's scale at the first row, the rows between and the last row, then the second axis's at
+    the first column, the columns between and the last column."""
+    f64 = np.float64
+    top, middle, bottom, left, centre, right = (factors[0], factors[1], factors[2], factors[3], factors[4],
+                                                factors[5])
+    w, one, two = U(width), U(1), U(2)
+    plane = U(height) * w
+    for b in range(start, stop, planes):
+        base = U(b) * plane
+        n = U(min(stop - b, planes))
+        for p in range(n):
+            sum_at, x_at = one + U(p) * plane, base + U(p) * plane
+            if tall:
+                for i in range(w):
+                    sums[sum_at + i] = (f64(x[x_at + i]) + f64(x[x_at + w + i])) * top
+                for i in range(w, plane - w):
+                    q = x_at + i
+                    sums[sum_at + i] = (f64(x[q - w]) + f64(x[q]) + f64(x[q + w])) * middle
+                for i in range(plane - w, plane):
+                    sums[sum_at + i] = (f64(x[x_at + i - w]) + f64(x[x_at + i])) * bottom
+            else:
+                for i in range(plane):
+                    sums[sum_at + i] = f64(x[x_at + i]) * top
+        if wide:
+            for i in range(n * plane):
+                out[base + i] = (sums[i] + sums[one + i] + sums[two + i]) * centre
+            for r in range(n * U(height)):
+                first = U(r) * w
+                last = first + w - one
+                out[base + first] = (sums[one + first] + sums[two + first]) * left
+                out[base + last] = (sums[last] + sums[one + last]) * right
+        else:
+            for i in range(n * plane):
+                out[base + i] = sums[one + i] * centre
 
 
 @kernel(**COMPUTE)
