@@ -67,13 +67,12 @@ class Tuning:
     #: The same along a contiguous axis, where the block sums need transposed tiles (1 x k serial:
     #: direct 3085 us against block 2679 at k 25, alike below). bench.py's 1 x k kernel rows.
     contiguous_block_sums_min_kernel: int = 25
-    #: NCX planes of at most this many values with 3 x 3 "same" windows at stride 1, or windows of 2
-    #: or 3 taps at stride 2, go by kernels/small_planes.py, where the separable passes' short rows
-    #: cost more (serial, this kernel against the separable passes): 3x3 p1 1x1024x7x7 38 us
-    #: against 59, 1x576x14x14 72 against 82; 3x3 s2 p1 1x272x14x14 16 against 27; 2x2 s2
-    #: 1x512x14x14 21 against 27; 28x28 and larger planes are faster by the separable passes.
-    #: Re-measured by bench.py's node rows (1x1024x7x7, 1x576x14x14 3x3, 1x272x14x14 3x3 s2,
-    #: 1x512x14x14 2x2); tests/test_small_planes.py turns it off with 0.
+    #: NCX planes of at most this many values go by kernels/small_planes.py's masks (3 x 3 "same"
+    #: windows at stride 1, rows narrower than flat_plane_min_width) or its stride-2 rows (windows of
+    #: 2 or 3 taps), where the separable passes' short rows cost more (serial, this kernel against
+    #: the separable passes): 3x3 p1 1x1024x7x7 by the masks 38 us against 59; 3x3 s2 p1
+    #: 1x272x14x14 16 against 27; 2x2 s2 1x512x14x14 21 against 27. Re-measured by bench.py's node
+    #: rows (1x272x14x14 3x3 s2, 1x512x14x14 2x2); tests/test_small_planes.py turns it off with 0.
     small_plane_values: int = 196
     #: Planes of 3 x 3 (or 1) "same" windows at stride 1 whose rows have at least this many values
     #: go by kernels/small_planes.py's flat loops (a loop per plane, the edge windows summed again

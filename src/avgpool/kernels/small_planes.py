@@ -1,25 +1,32 @@
-"""Small NCX planes (7x7, 14x14: the later pooling nodes of image models) with 3 x 3 "same"
-windows at stride 1 (or a single tap along an axis), or windows of 2 or 3 taps at stride 2.
+"""2-D NCX planes with 3 x 3 "same" windows at stride 1 (or a single tap along an axis), and small
+planes with windows of 2 or 3 taps at stride 2: the later pooling nodes of image models (7x7,
+14x14, 28x28 planes, hundreds of channels).
 
-The separable passes (:mod:`.separable`) run a vector loop per row; rows of 7 or 14 values are
-too short for that, and a third to a half of such a plane's outputs are edge windows, which they
-sum one row or one column at a time. Here each pass is a single loop over a block of planes. Only
-a window's first and last tap can fall outside the plane (the engine takes this kernel where the
-middle tap is the output's own position): their loads come through per-position masks, which
-LLVM turns into masked vector loads, and every window is summed from its first valid tap, left to
-right, as the separable passes sum it, so the finite results have their bits and a NaN or Inf
-reaches the same windows (tests/test_small_planes.py compares the two paths on random data with
-zeros, NaNs of several payloads and Inf). Which NaN a window holding two gives is the order
-LLVM picks for its additions (README, "Semantics"), here as in the separable passes, where it
-already differs between builds and between groups of planes. Along the first axis an absent tap
-is -0.0, which leaves every sum as it was (``-0.0 + y == y`` for all y); along the second the
-sums are selects of sums (``a + b if valid else b``). A mask on every tap cost 15-20% more.
+The separable passes (:mod:`.separable`) run a vector loop per row; rows of 7 to 28 values are
+mostly loop overhead for that, and a fifth to a half of such a plane's outputs are edge windows,
+which they sum one row or one column at a time. Here each pass is one loop over a plane or a
+block of planes, and every window is summed from its first valid tap, left to right, as the
+separable passes sum it, so the finite results have their bits and a NaN or Inf reaches the same
+windows (tests/test_small_planes.py compares the paths on random data with zeros, NaNs of several
+payloads and Inf). Which NaN a window holding two gives is the order LLVM picks for its additions
+(README, "Semantics"), here as in the separable passes, where it already differs between builds
+and between groups of planes. Only a window's first and last tap can fall outside the plane (the
+engine takes this kernel where the middle tap is the output's own position), in one of two ways:
 
-The masks and the divisor scales of a block of planes are the engine's cached tables
-(``tables.small_plane_tables``): ``masks`` = 4 uint8 rows of ``block`` values (first and last
-tap along the first axis, then the second), ``factors`` = 2 float64 rows (each axis's scale),
-laid out for consecutive planes from a block's first plane, so that threads may split the
-planes anywhere.
+- Rows of Tuning.flat_plane_min_width values or more (:func:`_pool_flat`): the first axis's
+  loop runs over a plane's rows between its first and last as if they were one row, the second
+  axis's over a block of planes, and the windows at the edges are summed again apart,
+  overwriting. ``factors`` = each axis's scale at its first window, the windows between and its
+  last; no masks.
+- Narrower rows (:func:`_pool_blocks`): each pass is a single loop over a block of planes whose
+  edge taps come through per-position masks, which LLVM turns into masked vector loads. Along
+  the first axis an absent tap is -0.0, which leaves every sum as it was (``-0.0 + y == y`` for
+  all y); along the second the sums are selects of sums (``a + b if valid else b``). A mask on
+  every tap cost 15-20% more. The masks and the divisor scales of a block of planes are the
+  engine's cached tables (``tables.small_plane_tables``): ``masks`` = 4 uint8 rows of ``block``
+  values (first and last tap along the first axis, then the second), ``factors`` = 2 float64 rows
+  (each axis's scale), laid out for consecutive planes from a block's first plane, so that
+  threads may split the planes anywhere.
 
 Planes at stride 2 (DenseNet's 2 x 2 transitions on 14 x 14, ShuffleNet's 3 x 3 pads 1) go by
 :func:`_pool_stride_two` instead: an output row is one vector of 16 columns (rows of up to 16
