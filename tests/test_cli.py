@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import avgpool
+from avgpool import tuning
 from avgpool.cli import main
 
 HAS_ONEDNN = importlib.util.find_spec("avgpool.onednn") is not None
@@ -101,14 +102,16 @@ def test_pool_batch_by_batch_with_progress(tmp_path, x, capsys):
         np.testing.assert_array_equal(archive["y"], avgpool.average_pool(x, [2, 2]))
 
 
-def test_pool_large_npy_is_memory_mapped_and_written_batch_by_batch(tmp_path, monkeypatch):
+def test_pool_large_npy_is_memory_mapped_and_written_batch_by_batch(tmp_path):
     import avgpool.cli.files
 
-    monkeypatch.setattr(avgpool.cli.files, "MMAP_THRESHOLD", 1024)
     array = np.random.default_rng(1).random((6, 2, 10, 10)).astype(np.float64)
     np.save(tmp_path / "big.npy", array)
-    assert isinstance(avgpool.cli.files.read_tensor(tmp_path / "big.npy").array, np.memmap)
-    assert run(["pool", tmp_path / "big.npy", tmp_path / "out.npy", "-k", "3,3", "--batch-size", "4", "-q"])[0] == 0
+    assert not isinstance(avgpool.cli.files.read_tensor(tmp_path / "big.npy").array, np.memmap)
+    with tuning.tuned(mmap_input_bytes=1024):
+        assert isinstance(avgpool.cli.files.read_tensor(tmp_path / "big.npy").array, np.memmap)
+        assert run(["pool", tmp_path / "big.npy", tmp_path / "out.npy", "-k", "3,3", "--batch-size", "4",
+                    "-q"])[0] == 0
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), avgpool.average_pool(array, [3, 3]))
 
 

@@ -153,9 +153,9 @@ def test_threaded_engine_is_threaded():
         assert engine.prepare(spec, (4, 3, 9, 9), np.dtype(np.float32), Layout.NCX).pieces > 1
 
 
-def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job(monkeypatch):
+def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job():
     """The crew counts the bytes of the tables a registered pool holds, inside the kernels' named
-    tuples too, and forgets a pool that exceeds threads._MAX_POOL_BYTES once its job is done."""
+    tuples too, and forgets a pool that exceeds Tuning.helper_pool_bytes once its job is done."""
     from avgpool import engine
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.spec import Layout
@@ -171,7 +171,8 @@ def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job(mo
     crew.forget()
     crew.pool(prepared.kernel, x.ravel(), out.ravel(), prepared.kernel_args)
     assert crew.held >= tables.axes.nbytes + tables.firsts.nbytes + tables.scales.nbytes > 0
-    monkeypatch.setattr(threads, "_MAX_POOL_BYTES", 1)  # a memory bound, not a measured crossover
-    threads.run_pieces(prepared.kernel, x.ravel(), out.ravel(), prepared.items, 2, prepared.kernel_args)
+    crew.forget()
+    with tuning.tuned(helper_pool_bytes=1):  # read as the pool is registered again
+        threads.run_pieces(prepared.kernel, x.ravel(), out.ravel(), prepared.items, 2, prepared.kernel_args)
     assert crew.held == 0 and not crew.pools
     assert np.array_equal(out, avgpool.average_pool(x, [3, 3]))

@@ -39,9 +39,6 @@ from .caches import held_bytes
 #: How long a helper keeps spinning for the next job after finishing one.
 SPIN_SECONDS = 0.002
 _MAX_POOLS = 64  # pools the helpers can be switched to (older ones are forgotten)
-# The most bytes of arrays (window tables) the registered pools' arguments may hold: a long 1-D
-# line's tables take many times its output. A pool larger than this alone is forgotten after its job.
-_MAX_POOL_BYTES = 1 << 25
 
 
 def thread_count() -> int:
@@ -91,6 +88,7 @@ class _Crew:
         self.leads: dict[int, Any] = {}
         self.ids: dict[tuple, int] = {}  # (kernel, id(args), shapes, dtypes) -> pool id
         self.held = 0  # bytes of the arrays in the registered pools' arguments
+        self.max_held = tuning.DEFAULT.helper_pool_bytes  # Tuning.helper_pool_bytes
         self.next_id = itertools.count(1)
         self.cond = threading.Condition()
         self.sleeping = 0
@@ -115,7 +113,8 @@ class _Crew:
         if entry is not None and entry[3] is args:  # the same tuple, not a new one at a reused id
             return pool, entry[0]
         size = held_bytes(args)  # the tables, through the kernels' named tuples
-        if len(self.pools) >= _MAX_POOLS or self.held + size > _MAX_POOL_BYTES:
+        self.max_held = tuning.current().helper_pool_bytes  # read as a pool is registered, not per call
+        if len(self.pools) >= _MAX_POOLS or self.held + size > self.max_held:
             self.forget()
         pool, address = next(self.next_id), self.compiled.native_address(kernel, x, out, args)
         x_like, out_like = _like(x), _like(out)
@@ -167,7 +166,7 @@ class _Crew:
             self._remember_lead(pool, address, x, out, items, pieces, args)
             return done
         finally:
-            if self.held > _MAX_POOL_BYTES:  # a pool too large to keep: its job is finished
+            if self.held > self.max_held:  # a pool too large to keep: its job is finished
                 self.forget()
             self.lock.release()
 

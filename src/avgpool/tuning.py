@@ -161,6 +161,16 @@ class Tuning:
     #: tests/test_qlinear.py forces either source.
     dequant_row: int = 128
 
+    # --- memory bounds (not crossovers: what a process may hold) ---
+    #: An .npy input file of at least this many bytes is memory-mapped by the CLI (cli.files
+    #: read_npy), so that pooling it in batches keeps memory proportional to a batch, not the file
+    #: (tests/test_cli.py lowers it to map a small file).
+    mmap_input_bytes: int = 16 << 20
+    #: The most bytes of arrays (window tables) the helper threads keep registered pools' arguments
+    #: alive with (threads.Crew): a long 1-D line's tables take many times its output. A pool larger
+    #: than this alone is forgotten after its job (tests/test_threads.py sets 1).
+    helper_pool_bytes: int = 1 << 25
+
     def __post_init__(self) -> None:
         # the caches of prepared pools hash it with every lookup: once here, not per lookup
         object.__setattr__(self, "_hash", hash(dataclasses.astuple(self)))

@@ -45,11 +45,11 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .. import tuning
+
 TENSOR_SUFFIXES = (".npy", ".npz")
 ZARR_SUFFIX = ".zarr"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-#: Above this size an .npy input is memory-mapped instead of read.
-MMAP_THRESHOLD = 16 * 2**20
 
 
 class FileFormatError(ValueError):
@@ -114,7 +114,7 @@ def read_npy(path: Any) -> np.ndarray:
         shape, _, dtype, expected = _read_header(fp, path)
         available = os.fstat(fp.fileno()).st_size - fp.tell()
     _check_size(path, shape, dtype, expected, available)
-    big = expected >= MMAP_THRESHOLD
+    big = expected >= tuning.current().mmap_input_bytes
     try:
         return np.load(path, mmap_mode="r" if big else None, allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:  # pragma: no cover - the checks above should catch it
