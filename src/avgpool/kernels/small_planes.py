@@ -167,19 +167,20 @@ def _masked(builder, name, value_type, arguments):
     return builder.call(function, arguments)
 
 
-def _plane_code(tall, second):
+def _plane_code(tall):
     """The LLVM code of one plane at stride 2, for a window of 3 taps along the first axis
-    (``tall``, pad_begin 1; else 2 taps) and, along the second, ``second`` = 3 (3 taps, pad_begin
-    1), 1 (2 taps, pad_begin 1) or 0 (2 taps, pad_begin 0)."""
+    (``tall``, pad_begin 1; else 2 taps). Along the second axis, ``second`` = 3 (3 taps, pad_begin
+    1), 1 (2 taps, pad_begin 1) or 0 (2 taps, pad_begin 0), the same for every row: a branch LLVM
+    takes out of the loop."""
     @intrinsic
-    def plane(typingctx, x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1):
+    def plane(typingctx, x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second):
         """Output rows ``0..rows`` of the plane whose first tap row starts at ``x[q0]`` (maybe
         before the array: its lanes are masked) into ``out[o:]``; the tables as in
         :func:`_pool_stride_two`."""
-        signature = types.void(x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1)
+        signature = types.void(x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second)
 
         def codegen(context, builder, sig, args):
-            x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1 = args
+            x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second = args
             data = [context.make_array(t)(context, builder, v).data if isinstance(t, types.Array) else None
                     for t, v in zip(sig.args, args)]
             xs, ups, downs, f0s, outs, lefts, rights, f1s = (data[i] for i in (0, 4, 5, 6, 7, 10, 11, 12))
@@ -199,6 +200,8 @@ def _plane_code(tall, second):
             scale1 = builder.load(builder.bitcast(f1s, d8.as_pointer()), align=8)
             stored = builder.icmp_unsigned("<", index, _splat(builder, cols, half))
             align = ir.Constant(I32, 4)
+            three = builder.icmp_signed("==", second, ir.Constant(second.type, 3))
+            from_before = builder.icmp_signed("!=", second, ir.Constant(second.type, 0))  # pad_begin 1
 
             def row(start, valid):
                 """The row of taps at ``x[start]``, as two float64 vectors (absent lanes -0.0)."""
@@ -253,13 +256,19 @@ def _plane_code(tall, second):
                     return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, half),
                                                                        [max(0, offset + 2 * i) for i in range(half)]))
 
-                a, b, c = (taps(-1), taps(0), taps(1)) if second else (taps(0), taps(1), None)
-                ab = builder.fadd(a, b)
-                if second == 3:
-                    front = builder.select(valid_left, ab, b)
-                    v = builder.select(valid_right, builder.fadd(front, c), front)
-                else:
-                    v = builder.select(valid_left, builder.select(valid_right, ab, a), b)
+                before, at, after = taps(-1), taps(0), taps(1)
+                with builder.if_else(three) as (wide, pair):
+                    with wide:
+                        front = builder.select(valid_left, builder.fadd(before, at), at)
+                        wide_sum = builder.select(valid_right, builder.fadd(front, after), front)
+                        wide_block = builder.block
+                    with pair:
+                        a, b = builder.select(from_before, before, at), builder.select(from_before, at, after)
+                        pair_sum = builder.select(valid_left, builder.select(valid_right, builder.fadd(a, b), a), b)
+                        pair_block = builder.block
+                v = builder.phi(d8)
+                v.add_incoming(wide_sum, wide_block)
+                v.add_incoming(pair_sum, pair_block)
                 v = builder.fmul(v, scale1)
                 if out_type != F64:
                     v = builder.fptrunc(v, ir.VectorType(out_type, half))
@@ -271,12 +280,7 @@ def _plane_code(tall, second):
     return plane
 
 
-_tall_wide = _plane_code(True, 3)
-_tall_pair_after = _plane_code(True, 1)
-_tall_pair = _plane_code(True, 0)
-_wide = _plane_code(False, 3)
-_pair_after = _plane_code(False, 1)
-_pair = _plane_code(False, 0)
+_tall_plane, _plane = _plane_code(True), _plane_code(False)
 
 
 @kernel(**COMPUTE)
@@ -297,15 +301,6 @@ def _pool_stride_two(x, out, start, stop, axes, masks, factors):
     for b in range(start, stop):
         q0, o = U(b) * plane_in - back, U(b) * plane_out
         if tall:
-            if second == 3:
-                _tall_wide(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
-            elif second == 1:
-                _tall_pair_after(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
-            else:
-                _tall_pair(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
-        elif second == 3:
-            _wide(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
-        elif second == 1:
-            _pair_after(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+            _tall_plane(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second)
         else:
-            _pair(x, q0, w, n, up, down, f0, out, o, m, left, right, f1)
+            _plane(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second)
