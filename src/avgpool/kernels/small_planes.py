@@ -167,6 +167,47 @@ def _masked(builder, name, value_type, arguments):
     return builder.call(function, arguments)
 
 
+def _tap_row(builder, xs, x_type, start, inside, valid):
+    """The row of taps at ``xs[start]`` (values of ``x_type``), as two float64 vectors of LANES // 2
+    (lanes outside the row, or all of them where ``valid`` is false, are -0.0, which leaves a sum
+    as it was)."""
+    half = LANES // 2
+    halves = []
+    for h in range(2):
+        mask = inside[h] if valid is None else builder.and_(inside[h], _splat(builder, valid, half))
+        pointer = builder.gep(xs, [builder.add(start, ir.Constant(I64, half * h))])
+        v = _masked(builder, "load", ir.VectorType(x_type, half),
+                    [pointer, ir.Constant(I32, 4), mask, ir.Constant(ir.VectorType(x_type, half), [-0.0] * half)])
+        halves.append(builder.fpext(v, ir.VectorType(F64, half)) if x_type != F64 else v)
+    return halves
+
+
+def _window_columns(builder, lo, hi, three, from_before, valid_left, valid_right):
+    """Each output column's sum along the second axis from a row of first-axis sums (``lo``,
+    ``hi``: its two halves): 3 taps from pad_begin 1 (``three``), else 2 from pad_begin 1
+    (``from_before``) or 0, each window from its first valid tap."""
+    half = LANES // 2
+
+    def taps(offset):  # the columns offset, offset + 2, ...: one tap of every window
+        return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, half),
+                                                           [max(0, offset + 2 * i) for i in range(half)]))
+
+    before, at, after = taps(-1), taps(0), taps(1)
+    with builder.if_else(three) as (wide, pair):
+        with wide:
+            front = builder.select(valid_left, builder.fadd(before, at), at)
+            wide_sum = builder.select(valid_right, builder.fadd(front, after), front)
+            wide_block = builder.block
+        with pair:
+            a, b = builder.select(from_before, before, at), builder.select(from_before, at, after)
+            pair_sum = builder.select(valid_left, builder.select(valid_right, builder.fadd(a, b), a), b)
+            pair_block = builder.block
+    total = builder.phi(lo.type)
+    total.add_incoming(wide_sum, wide_block)
+    total.add_incoming(pair_sum, pair_block)
+    return total
+
+
 def _plane_code(tall):
     """The LLVM code of one plane at stride 2, for a window of 3 taps along the first axis
     (``tall``, pad_begin 1; else 2 taps). Along the second axis, ``second`` = 3 (3 taps, pad_begin
@@ -186,38 +227,25 @@ def _plane_code(tall):
             xs, ups, downs, f0s, outs, lefts, rights, f1s = (data[i] for i in (0, 4, 5, 6, 7, 10, 11, 12))
             x_type, out_type = (context.get_value_type(sig.args[i].dtype) for i in (0, 7))
             half, lanes = LANES // 2, ir.VectorType(I64, LANES // 2)
-            d8, v8, m8 = ir.VectorType(F64, half), ir.VectorType(x_type, half), ir.VectorType(I8, half)
+            d8, m8 = ir.VectorType(F64, half), ir.VectorType(I8, half)
             index = ir.Constant(lanes, list(range(half)))
             widths = _splat(builder, width, half)
             inside = [builder.icmp_unsigned("<", index, widths),
                       builder.icmp_unsigned("<", builder.add(index, ir.Constant(lanes, [half] * half)), widths)]
-            absent = ir.Constant(v8, [-0.0] * half)
             zero = ir.Constant(I8, 0)
             no = ir.Constant(m8, [0] * half)
-            valid_left = builder.icmp_unsigned("!=", builder.load(builder.bitcast(lefts, m8.as_pointer()), align=1), no)
-            valid_right = builder.icmp_unsigned("!=", builder.load(builder.bitcast(rights, m8.as_pointer()), align=1),
-                                                no)
+            valid_left, valid_right = (builder.icmp_unsigned("!=", builder.load(builder.bitcast(m, m8.as_pointer()),
+                                                                                align=1), no) for m in (lefts, rights))
             scale1 = builder.load(builder.bitcast(f1s, d8.as_pointer()), align=8)
             stored = builder.icmp_unsigned("<", index, _splat(builder, cols, half))
-            align = ir.Constant(I32, 4)
             three = builder.icmp_signed("==", second, ir.Constant(second.type, 3))
             from_before = builder.icmp_signed("!=", second, ir.Constant(second.type, 0))  # pad_begin 1
-
-            def row(start, valid):
-                """The row of taps at ``x[start]``, as two float64 vectors (absent lanes -0.0)."""
-                halves = []
-                for h in range(2):
-                    mask = inside[h] if valid is None else builder.and_(inside[h], _splat(builder, valid, half))
-                    pointer = builder.gep(xs, [builder.add(start, ir.Constant(I64, half * h))])
-                    v = _masked(builder, "load", v8, [pointer, align, mask, absent])
-                    halves.append(builder.fpext(v, d8) if x_type != F64 else v)
-                return halves
 
             carried = [cgutils.alloca_once(builder, d8) for _ in range(2)]  # the last tap row, next first
             sums = [cgutils.alloca_once(builder, d8) for _ in range(2)]
             if tall:
                 first = builder.icmp_unsigned("!=", builder.load(ups), zero)
-                for h, v in enumerate(row(q0, first)):
+                for h, v in enumerate(_tap_row(builder, xs, x_type, q0, inside, first)):
                     builder.store(v, carried[h])
             two_rows = builder.add(width, width)
             with cgutils.for_range(builder, rows) as loop:
@@ -229,15 +257,14 @@ def _plane_code(tall):
                 def first_axis(edge):
                     if tall:
                         a = [builder.load(c) for c in carried]
-                        m = row(builder.add(q, width), None)
-                        z = row(builder.add(q, two_rows), last if edge else None)
+                        m = _tap_row(builder, xs, x_type, builder.add(q, width), inside, None)
+                        z = _tap_row(builder, xs, x_type, builder.add(q, two_rows), inside, last if edge else None)
                         for h in range(2):
                             builder.store(z[h], carried[h])
-                        total = [builder.fadd(builder.fadd(a[h], m[h]), z[h])
-                                 for h in range(2)]
+                        total = [builder.fadd(builder.fadd(a[h], m[h]), z[h]) for h in range(2)]
                     else:
-                        a = row(q, first if edge else None)
-                        m = row(builder.add(q, width), last if edge else None)
+                        a = _tap_row(builder, xs, x_type, q, inside, first if edge else None)
+                        m = _tap_row(builder, xs, x_type, builder.add(q, width), inside, last if edge else None)
                         total = [builder.fadd(a[h], m[h]) for h in range(2)]
                     for h in range(2):
                         builder.store(total[h], sums[h])
@@ -251,29 +278,11 @@ def _plane_code(tall):
                         first_axis(True)
                 scale0 = _splat(builder, builder.load(builder.gep(f0s, [r])), half)
                 lo, hi = (builder.fmul(builder.load(s), scale0) for s in sums)
-
-                def taps(offset):  # the columns offset, offset + 2, ...: one tap of every window
-                    return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, half),
-                                                                       [max(0, offset + 2 * i) for i in range(half)]))
-
-                before, at, after = taps(-1), taps(0), taps(1)
-                with builder.if_else(three) as (wide, pair):
-                    with wide:
-                        front = builder.select(valid_left, builder.fadd(before, at), at)
-                        wide_sum = builder.select(valid_right, builder.fadd(front, after), front)
-                        wide_block = builder.block
-                    with pair:
-                        a, b = builder.select(from_before, before, at), builder.select(from_before, at, after)
-                        pair_sum = builder.select(valid_left, builder.select(valid_right, builder.fadd(a, b), a), b)
-                        pair_block = builder.block
-                v = builder.phi(d8)
-                v.add_incoming(wide_sum, wide_block)
-                v.add_incoming(pair_sum, pair_block)
-                v = builder.fmul(v, scale1)
+                v = builder.fmul(_window_columns(builder, lo, hi, three, from_before, valid_left, valid_right), scale1)
                 if out_type != F64:
                     v = builder.fptrunc(v, ir.VectorType(out_type, half))
                 target = builder.gep(outs, [builder.add(o, builder.mul(r, cols))])
-                _masked(builder, "store", ir.VoidType(), [v, target, align, stored])
+                _masked(builder, "store", ir.VoidType(), [v, target, ir.Constant(I32, 4), stored])
             return context.get_dummy_value()
 
         return signature, codegen
