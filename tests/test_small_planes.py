@@ -170,3 +170,16 @@ def test_rows_of_seven_values_or_more_take_the_flat_loops(plane, flat):
     found = tables.kernel_tables(spec, plane, 1)
     assert (found.axes[:, 8] >= 0).all() and (found.plane_masks.size == 0) is flat
     assert found.plane_sums >= found.plane_factors.size // 2 + 2  # a block of planes at least
+
+
+@pytest.mark.parametrize("min_width", [1, 2, 3])
+def test_flat_loops_on_the_narrowest_rows_they_may_take(min_width):
+    rng = np.random.default_rng(min_width)
+    for plane in [(5, 1), (1, 2), (4, 2), (3, 3), (2, 5)]:
+        x = _hard_values(rng, (2, 5, *plane), np.dtype(np.float32))
+        attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=min_width % 2)
+        with tuning.tuned(flat_plane_min_width=min_width):
+            flat = avgpool.average_pool(x, **attrs)
+        with tuning.tuned(small_plane_values=0, flat_plane_values=0):
+            separable = avgpool.average_pool(x, **attrs)
+        assert _same_results(flat, separable), (plane, min_width)

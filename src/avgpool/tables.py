@@ -187,12 +187,13 @@ def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, 
 
 def _flat(plans: tuple[AxisPlan, ...]) -> bool:
     """Whether planes of "same" windows at stride 1 go by the flat loops of
-    :mod:`.kernels.small_planes` (no masks): rows of at least Tuning.flat_plane_min_width values,
-    planes of at most Tuning.flat_plane_values, and along each axis one divisor for all the
-    windows between the first and the last (which is how their scales are given)."""
+    :mod:`.kernels.small_planes` (no masks): rows of at least Tuning.flat_plane_min_width values
+    (and 2: a row's first and last window are summed apart), planes of at most
+    Tuning.flat_plane_values, and along each axis one divisor for all the windows between the
+    first and the last (which is how their scales are given)."""
     tune = tuning.current()
     height, width = (p.geometry.length for p in plans)
-    return (width >= tune.flat_plane_min_width and 0 < height * width <= tune.flat_plane_values
+    return (width >= max(2, tune.flat_plane_min_width) and 0 < height * width <= tune.flat_plane_values
             and all((p.divisor[1:-1] == p.divisor[1]).all() for p in plans if p.divisor.size > 2))
 
 
