@@ -28,7 +28,7 @@ class KernelTables:
     ``axes[i]``: axis ``i``'s row, in the columns :mod:`.kernels.columns` names (length,
     outputs, offset into the concatenated tables, dilation, stride, block size or 0 for direct
     sums, first and one-past-last output whose window lies wholly inside the input, and the
-    axis's pad_begin where :func:`small_planes` holds, else -1).
+    axis's pad_begin where :func:`small_plane_kind` gives a kind, else -1).
     ``scales`` are the reciprocals of the divisors: a float64 divide per output costs more than
     the whole sum, and the extra rounding (2**-53 relative) is far below a float32 ulp; a zero
     divisor gives inf, and 0 * inf = NaN for an empty window.
@@ -146,9 +146,10 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
         splits.append(_block_splits(p, block))
     scales = _reciprocal(np.concatenate([p.divisor for p in plans]))
     plane_masks, plane_factors, plane_sums = np.empty(0, np.uint8), np.empty(0), 0
-    if small_planes(plans, channels, blocks, global_window):
+    kind = small_plane_kind(plans, channels, blocks, global_window)
+    if kind is not None:
         axes[:, columns.PLANE_PAD] = [p.geometry.pad_begin for p in plans]
-        plane_masks, plane_factors, plane_sums = small_plane_tables(plans, scales)
+        plane_masks, plane_factors, plane_sums = small_plane_tables(plans, scales, kind)
     return KernelTables(
         axes=axes,
         firsts=np.concatenate([p.first for p in plans]).astype(np.int64),
@@ -166,23 +167,31 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
     )
 
 
-def small_planes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool) -> bool:
-    """Whether the slabs are pooled by :mod:`.kernels.small_planes`: 2-D NCX planes without
-    dilation, and either every axis at stride 1 with as many outputs as inputs and windows of 3
-    taps centred on their output (pad_begin 1) or of 1 (so that only a window's first and last tap
-    can fall outside the plane), in planes of at most Tuning.small_plane_values values or rows
-    :func:`_flat` takes, or every axis at stride 2 (:func:`_stride_two`) in planes of at most
-    Tuning.small_plane_values values. (The finite bits are those of the separable passes: this
-    only picks the faster loops.)"""
+#: How :mod:`.kernels.small_planes` pools a plane (:func:`small_plane_kind`): its per-position masks,
+#: its flat loops, or its stride-2 rows.
+MASKS, FLAT, STRIDE_TWO = "masks", "flat", "stride two"
+
+
+def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...],
+                     global_window: bool) -> str | None:
+    """How the slabs are pooled by :mod:`.kernels.small_planes`, or None (the separable passes):
+    2-D NCX planes without dilation, and either every axis at stride 1 with as many outputs as
+    inputs and windows of 3 taps centred on their output (pad_begin 1) or of 1 (so that only a
+    window's first and last tap can fall outside the plane), by the flat loops where
+    :func:`_flat` takes the rows, else by the masks in planes of at most
+    Tuning.small_plane_values values; or every axis at stride 2 (:func:`_stride_two`) in planes of
+    at most Tuning.small_plane_values values. (The finite bits are those of the separable passes:
+    this only picks the faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
-        return False
+        return None
     values = math.prod(p.geometry.length for p in plans)
     small = 0 < values <= tuning.current().small_plane_values
     if all(p.geometry.stride == 2 for p in plans):
-        return small and _stride_two(plans)
-    same = all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
-               and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans))
-    return same and (small or _flat(plans))
+        return STRIDE_TWO if small and _stride_two(plans) else None
+    if not all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
+               and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans)):
+        return None
+    return FLAT if _flat(plans) else MASKS if small else None
 
 
 def _flat(plans: tuple[AxisPlan, ...]) -> bool:
@@ -216,49 +225,45 @@ def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
     return True
 
 
-def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """The masks, factors and sums size of :mod:`.kernels.small_planes` for a block of planes (as
-    many whole planes as Tuning.small_plane_block_values holds, at least one). At stride 1 per
-    position whether the window's first and last tap along each axis are valid taps (uint8, four
-    rows of a block) and each axis's divisor scale (float64, two rows); for the flat loops
-    (:func:`_flat`) no masks, and each axis's scale at its first window, the windows between and
-    its last. At stride 2 the tables of one plane's rows and columns instead (its kernel's
-    _pool_stride_two). ``scales``: the tables' scales."""
+def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray,
+                       kind: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """The masks, factors and sums size (float64 values) of :mod:`.kernels.small_planes` for
+    planes of ``kind`` (:func:`small_plane_kind`), pooled a block of planes at a time (as many
+    whole planes as Tuning.small_plane_block_values holds, at least one). ``scales``: the tables'
+    scales, every axis's outputs in turn."""
     height, width = (p.geometry.length for p in plans)
-    plane = height * width
-    planes = max(1, tuning.current().small_plane_block_values // plane)
-    sums = planes * plane + 2
-    if plans[0].geometry.stride == 1 and _flat(plans):
-        edges = [[0, min(1, height - 1), height - 1], [height, height + min(1, width - 1), height + width - 1]]
-        return np.empty(0, np.uint8), np.ascontiguousarray(scales[np.ravel(edges)]), sums
-    masks, factors, offset = [], [], 0
-    for axis, p in enumerate(plans):
-        g = p.geometry
-        outputs = np.arange(g.out)
-        first_tap = outputs * g.stride - g.pad_begin
-        last_tap = first_tap + g.kernel - 1
-        valid_first = (p.first == first_tap) & (p.count > 0)
-        valid_last = (p.first + p.count - 1 == last_tap) & (p.count > 0)
-        if g.stride == 2:
-            masks += [valid_first, valid_last]
-            factors.append(scales[offset:offset + g.out])
-            offset += g.out
-            continue
-        position = np.arange(plane) // width if axis == 0 else np.arange(plane) % width
-        masks += [valid_first[position], valid_last[position]]
-        factors.append(scales[offset:offset + g.out][position])
-        offset += g.out
-    if plans[0].geometry.stride == 2:
+    scales0, scales1 = scales[:plans[0].geometry.out], scales[plans[0].geometry.out:]
+    if kind == STRIDE_TWO:  # one plane's rows and columns (the kernel's _pool_stride_two)
         from .kernels.small_planes import LANES
 
         lanes = LANES // 2
-        columns = [np.pad(m, (0, lanes - m.size)) for m in masks[2:]]
+        (up, down), (left, right) = (_valid_edges(p) for p in plans)
+        columns = [np.pad(m, (0, lanes - m.size)) for m in (left, right)]
         kernels = np.array([p.geometry.kernel for p in plans])
-        return (np.concatenate([kernels, *masks[:2], *columns]).astype(np.uint8),
-                np.concatenate([factors[0], np.pad(factors[1], (0, lanes - factors[1].size), constant_values=1.0)]),
-                0)
+        return (np.concatenate([kernels, up, down, *columns]).astype(np.uint8),
+                np.concatenate([scales0, np.pad(scales1, (0, lanes - scales1.size), constant_values=1.0)]), 0)
+    plane = height * width
+    planes = max(1, tuning.current().small_plane_block_values // plane)
+    sums = planes * plane + 2  # a block of planes and a value of margin at each end
+    if kind == FLAT:  # each axis's scale at its first window, the windows between and its last
+        edges = [0, min(1, height - 1), height - 1, height, height + min(1, width - 1), height + width - 1]
+        return np.empty(0, np.uint8), np.ascontiguousarray(scales[edges]), sums
+    # per position of a block: whether the first and last tap along each axis are valid (uint8,
+    # four rows), and each axis's scale (float64, two rows)
+    row, column = np.arange(plane) // width, np.arange(plane) % width
+    masks = [m[row] for m in _valid_edges(plans[0])] + [m[column] for m in _valid_edges(plans[1])]
+    factors = [scales0[row], scales1[column]]
     return (np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
             np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()), sums)
+
+
+def _valid_edges(plan: AxisPlan) -> tuple[np.ndarray, np.ndarray]:
+    """Per output along the axis: whether its window's first and its last tap are valid taps."""
+    g = plan.geometry
+    first_tap = np.arange(g.out) * g.stride - g.pad_begin
+    last_tap = first_tap + g.kernel - 1
+    taps = plan.count > 0
+    return (plan.first == first_tap) & taps, (plan.first + plan.count - 1 == last_tap) & taps
 
 
 def band_and_scratch(t: KernelTables, group: int) -> tuple[int, int]:
