@@ -18,11 +18,13 @@ onnxruntime, a contiguous torch tensor) and NHWC (channels_last=1, torch's chann
 
 Columns (median seconds per call; 2 threads per runtime):
 
-  prepared    avgpool's memoised prepared engine called directly, as qlinear_average_pool's
-              memo-hit path does: ``qlinear_engine.run_into(prepared, x, kernel_args, out)`` with
-              the prepared pool of ``avgpool.qlinear.prepare_cached(...)`` and the kernel arguments of
-              ``qlinear_engine.kernel_args(prepared, ...)`` (the very objects the function's memo holds; checked)
-              and a preallocated output. No public API: the counterpart of an onnxruntime session.
+  prepared    the public prepared pool, ``pool = avgpool.QLinearAveragePool(x_scale, x_zp, y_scale,
+              y_zp, kernel, **attrs, channels_last=...)`` called as ``pool(x, out)`` with a
+              preallocated output: the counterpart of an onnxruntime session (and of bench.py's
+              prepared AveragePool).
+  engine      the engine under both, called directly: ``qlinear_engine.run_into(prepared, x,
+              kernel_args, out)`` on the very objects the function's memo holds (checked). No public
+              API: shown for what the Python layers above it cost; no target reads it.
   function    the public ``avgpool.qlinear_average_pool(x, x_scale, x_zp, y_scale, y_zp, kernel,
               **attrs, channels_last=..., out=out)`` with the same preallocated output.
   onnxruntime a one-node com.microsoft QLinearAveragePool model, CPU EP, run_with_iobinding on
@@ -118,7 +120,7 @@ def _kwargs(w: Workload, nhwc: bool) -> dict[str, Any]:
     return kwargs
 
 
-def prepared_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
+def engine_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
     """The engine objects qlinear_average_pool memoises, called as its memo-hit path does."""
     kw = _kwargs(w, nhwc)
     frz = _qlinear._freeze
@@ -134,8 +136,19 @@ def prepared_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int
         return run_into(prepared, x, kernel_args, out)
 
     call()
-    return Runner("prepared", call, lambda: out, note="qlinear_engine.run_into(prepared, x, kernel_args, out)",
+    return Runner("engine", call, lambda: out, note="qlinear_engine.run_into(prepared, x, kernel_args, out)",
                   keep=(prepared, kernel_args))
+
+
+def prepared_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
+    pool = avgpool.QLinearAveragePool(*w.quant, w.attrs["kernel_shape"], **_kwargs(w, nhwc))
+    out = np.empty(out_shape, x.dtype)
+
+    def call():
+        return pool(x, out)
+
+    call()
+    return Runner("prepared", call, lambda: out, note="QLinearAveragePool(...)(x, out)")
 
 
 def function_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
@@ -282,12 +295,12 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
     row = Row(w, "NHWC" if nhwc else "NCHW", {})
     function = function_runner(w, x, nhwc, out_shape)
     prepared = prepared_runner(w, x, nhwc, out_shape)
+    engine = engine_runner(w, x, nhwc, out_shape)
+    function.call()  # the function's memo now holds this call: check it is the engine runner's
     last = _qlinear._LAST
-    function.call()  # the function's memo now holds this call: check it is the prepared runner's
-    last = _qlinear._LAST
-    if last is None or last[-2] is not prepared.keep[0] or last[-1] is not prepared.keep[1]:
-        row.notes.append("WARNING: the prepared runner's objects are not the function's memoised ones")
-    runners = [prepared, function]
+    if last is None or last[-2] is not engine.keep[0] or last[-1] is not engine.keep[1]:
+        row.notes.append("WARNING: the engine runner's objects are not the function's memoised ones")
+    runners = [prepared, function, engine]
     for make in (ort_runner, torch_runner):
         try:
             runners.append(make(w, x, nhwc, out_shape))
@@ -295,16 +308,16 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
             name = "onnxruntime" if make is ort_runner else "torch"
             row.notes.append(f"{name} skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
     ours = prepared.result()
-    exact = np.array_equal(function.result(), ours)
+    exact = np.array_equal(function.result(), ours) and np.array_equal(engine.result(), ours)
     if not exact:
-        row.notes.append("FUNCTION DIFFERS FROM PREPARED")
-    for r in runners[2:]:
+        row.notes.append("FUNCTION OR ENGINE DIFFERS FROM PREPARED")
+    for r in runners[3:]:
         theirs = r.result()
         if r.name == "onnxruntime":
             same = theirs.shape == ours.shape and np.array_equal(theirs, ours)
             exact = exact and same
             row.exact = exact
-            row.notes.append("prepared and function bit-exact with onnxruntime" if exact
+            row.notes.append("prepared, function and engine bit-exact with onnxruntime" if exact
                              else "DIFFERS FROM ONNXRUNTIME" if not same else "bit-exact with onnxruntime")
         elif theirs.shape == ours.shape:
             diff = int(np.abs(theirs.astype(np.int16) - ours.astype(np.int16)).max())
@@ -319,13 +332,14 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
     return row
 
 
-HEADER = ("row", "prepared", "function", "onnxruntime", "torch", "fn/prep", "fastest", "ratio", "fn ratio")
+HEADER = ("row", "prepared", "function", "engine", "onnxruntime", "torch", "fn/prep", "fastest", "ratio", "fn ratio")
 
 
 def cells(row: Row) -> list[str]:
     t = row.times
     r, fr = row.ratio("prepared"), row.ratio("function")
-    return [row.label, fmt(t.get("prepared")), fmt(t.get("function")), fmt(t.get("onnxruntime")), fmt(t.get("torch")),
+    return [row.label, fmt(t.get("prepared")), fmt(t.get("function")), fmt(t.get("engine")), fmt(t.get("onnxruntime")),
+            fmt(t.get("torch")),
             f"{row.fn_over_prepared:.2f}", row.fastest or "-", "-" if r is None else f"{r:.2f}",
             "-" if fr is None else f"{fr:.2f}"]
 
@@ -391,7 +405,7 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
         sel = [r for r in rows if sel_group is None or r.workload.group == sel_group]
         worst = max(sel, key=lambda r: r.fn_over_prepared, default=None)
         within = sum(r.fn_over_prepared <= 1.10 for r in sel)
-        target(None if not sel else within == len(sel), f"function within 10% of the prepared engine on {text}"
+        target(None if not sel else within == len(sel), f"function within 10% of the prepared pool on {text}"
                + (f" ({within}/{len(sel)}; worst {worst.fn_over_prepared:.2f} on {worst.label})" if sel else ""))
     for kind in ("prepared", "function"):
         s = stats.get((kind, "node", both))
@@ -421,9 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"threads: {THREADS} per runtime (numba {numba.get_num_threads()}); rounds {args.rounds}; "
           f"batches >= {args.budget * 1e3:g} ms; quantization (x_scale, x_zp, y_scale, y_zp): table rows "
           f"{TABLE_QUANT}, model-node rows {NODE_QUANT}")
-    print("prepared = qlinear_engine.run_into(prepared, x, kernel_args, out) on the objects qlinear_average_pool "
-          "memoises; function = avgpool.qlinear_average_pool(..., out=out); ratio = prepared / fastest peer, "
-          "fn ratio = function / fastest peer")
+    print("prepared = avgpool.QLinearAveragePool(...)(x, out); function = avgpool.qlinear_average_pool(..., out=out); "
+          "engine = qlinear_engine.run_into(prepared, x, kernel_args, out) on the objects the function memoises; "
+          "ratio = prepared / fastest peer, fn ratio = function / fastest peer")
     for m in messages:
         print(f"NOTE: {m}")
     width = max([len(w.name) for w in selected] + [20]) + 7

@@ -1,9 +1,11 @@
 """The public QLinearAveragePool entry point: ``qlinear_average_pool``, and :func:`prepare`: the
 dialect's validation and geometry (:mod:`avgpool.dialects.qlinear`) handed to the engine
-(:mod:`avgpool.qlinear_engine`), cached per attributes (:func:`prepare_cached`)."""
+(:mod:`avgpool.qlinear_engine`), cached per attributes (:func:`prepare_cached`); and
+:class:`QLinearAveragePool`, the operator with its scalars and attributes fixed."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +13,7 @@ import numpy as np
 
 from . import caches, qlinear_engine
 from .dialects import qlinear as dialect
-from .errors import AvgPoolError
+from .errors import AvgPoolError, error_context
 from .memo import IMMUTABLE, Memo, Unhashable, ints, on_clear, same_items
 from .pools import PreparedPool
 
@@ -160,35 +162,100 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
 def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_point: Any, y_scale: Any,
                     y_zero_point: Any, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any, ceil_mode: Any,
                     count_include_pad: Any, channels_last: Any) -> np.ndarray:
-    """A call not remembered: validated, prepared (:func:`prepare_cached`) and remembered under
+    """A call not remembered: validated, prepared (:func:`_prepared_call`) and remembered under
     ``key`` when it has one; every error names the operator."""
-    try:
-        array = x if type(x) is np.ndarray else _as_array(x)
-        if array.dtype not in _DTYPES:
-            dialect.check_dtype(array.dtype)
-        try:
-            prepared = prepare_cached(
-                array.shape, array.dtype, _freeze(kernel_shape), _freeze(strides), _freeze(pads), _freeze(auto_pad),
-                _freeze(ceil_mode), _freeze(count_include_pad), _freeze(channels_last))
-        except Unhashable:
-            prepared = prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode,
-                               count_include_pad, channels_last)
-        params = _params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
-        kernel_args = qlinear_engine.kernel_args(prepared, params)
+    with error_context(dialect.LABEL):
+        array, prepared, kernel_args = _prepared_call(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape,
+                                                      strides, pads, auto_pad, ceil_mode, count_include_pad,
+                                                      channels_last)
         if key is not None:
             _CALLS.put(key, (prepared, kernel_args))
             _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad,
                       ceil_mode, count_include_pad, channels_last, prepared, kernel_args)
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)
-        if out is None:
-            return qlinear_engine.run(prepared, array, kernel_args)
-        return qlinear_engine.run_into(prepared, array, kernel_args, out)
-    except AvgPoolError as err:
-        message = str(err)
-        if message.startswith(dialect.LABEL + ":"):
-            raise
-        raise AvgPoolError(f"{dialect.LABEL}: {message}") from None
+        return _finish(prepared, array, kernel_args, out)
+
+
+def _prepared_call(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any, kernel_shape: Any,
+                   strides: Any, pads: Any, auto_pad: Any, ceil_mode: Any, count_include_pad: Any,
+                   channels_last: Any) -> tuple[np.ndarray, PreparedPool, tuple]:
+    """``x`` as an array, and its validated pool and kernel arguments (:func:`prepare_cached`)."""
+    array = x if type(x) is np.ndarray else _as_array(x)
+    if array.dtype not in _DTYPES:
+        dialect.check_dtype(array.dtype)
+    try:
+        prepared = prepare_cached(
+            array.shape, array.dtype, _freeze(kernel_shape), _freeze(strides), _freeze(pads), _freeze(auto_pad),
+            _freeze(ceil_mode), _freeze(count_include_pad), _freeze(channels_last))
+    except Unhashable:
+        prepared = prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode,
+                           count_include_pad, channels_last)
+    params = _params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
+    return array, prepared, qlinear_engine.kernel_args(prepared, params)
+
+
+def _finish(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
+    """Run a validated call: into a new array, or into ``out`` (whose errors are the only ones left)."""
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    return _run(prepared, x, kernel_args) if out is None else _run_into(prepared, x, kernel_args, out)
+
+
+class QLinearAveragePool:
+    """QLinearAveragePool with its scalars and attributes fixed, as an onnxruntime session holds
+    them: validated per input shape and dtype once, then each call costs the kernel and a few
+    checks. Results are :func:`qlinear_average_pool`'s, bit for bit.
+
+    >>> import numpy as np, avgpool
+    >>> pool = avgpool.QLinearAveragePool(0.5, 128, 0.25, 128, [2, 2], strides=[2, 2])
+    >>> pool(np.array([[[[128, 130], [132, 134]]]], dtype=np.uint8))
+    array([[[[134]]]], dtype=uint8)
+
+    ``x_scale``, ``x_zero_point``, ``y_scale`` and ``y_zero_point`` are read as
+    :func:`qlinear_average_pool` reads them (arrays are copied here: changing them later changes
+    nothing); ``x_zero_point`` and ``y_zero_point`` must suit the dtype of each input called with.
+    ``out``: as for the function. Raises :class:`avgpool.AvgPoolError` as the function does, on
+    the first call with each input shape and dtype.
+    """
+
+    def __init__(self, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
+                 kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
+                 count_include_pad: bool | int = False, channels_last: bool | int = False) -> None:
+        self._arguments = tuple(_kept(value) for value in (
+            x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad, ceil_mode,
+            count_include_pad, channels_last))
+        # (shape, dtype) -> (prepared pool, kernel arguments), bounded as AveragePool's: the
+        # latest is always kept, however large its tables
+        self._prepared = Memo(512, caches.held_bytes, caches.CACHE_BYTES, entry_bytes=sys.maxsize)
+        self._find = self._prepared.find
+
+    def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
+        if type(x) is _ndarray:
+            entry = self._find((x.shape, x.dtype))
+            if entry is not None:  # this shape and dtype were validated before
+                prepared, kernel_args = entry[0]
+                if not x.flags.c_contiguous:
+                    x = np.ascontiguousarray(x)
+                return _run(prepared, x, kernel_args) if out is None else _into(prepared, x, kernel_args, out)
+        with error_context(dialect.LABEL):
+            array, prepared, kernel_args = _prepared_call(x, *self._arguments)
+            self._prepared.put((array.shape, array.dtype), (prepared, kernel_args))
+            return _finish(prepared, array, kernel_args, out)
+
+    def __repr__(self) -> str:
+        names = ("x_scale", "x_zero_point", "y_scale", "y_zero_point", "kernel_shape", "strides", "pads", "auto_pad",
+                 "ceil_mode", "count_include_pad", "channels_last")
+        return f"QLinearAveragePool({', '.join(f'{n}={v!r}' for n, v in zip(names, self._arguments))})"
+
+
+def _kept(value: Any) -> Any:
+    """An argument as the pool keeps it: arrays and lists copied, so that later edits of the
+    caller's objects change nothing."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return list(value)
+    return value
 
 
 def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
