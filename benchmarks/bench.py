@@ -391,6 +391,15 @@ def measure(runners: list[Runner], rounds: int, budget_s: float) -> dict[str, li
     return samples
 
 
+def paired_ratio(a: list[float], b: list[float]) -> float:
+    """The median over rounds of ``a``'s time / ``b``'s in the same round. This machine's speed
+    drifts by up to 1.5x for a second or two at a time, whatever runs (a serial 1x1024x7x7 7x7
+    pool: 8.5 us for most 20 ms batches, 12.3 for runs of several, alone in the process, on either
+    CPU); a round's batches take ~0.4 s, so a ratio within a round compares like with like, where
+    the ratio of two medians can pair a fast batch with a slow one."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 def check_outputs(w: Workload, runners: list[Runner]) -> list[str]:
     """Compare each peer's output with avgpool's once (catches attribute-mapping mistakes)."""
     for r in runners:
@@ -433,21 +442,25 @@ class Result:
         peers = [p for p in PEERS if p in self.times]
         return min(peers, key=self.times.__getitem__) if peers else None
 
+    def paired(self, name: str, over: str) -> float:
+        """``name``'s time / ``over``'s, each round's batches paired (:func:`paired_ratio`)."""
+        return paired_ratio(self.samples[name], self.samples[over])
+
     @property
     def ratio(self) -> float | None:
         best = self.best_peer
-        return self.times["avgpool"] / self.times[best] if best else None
+        return self.paired("avgpool", best) if best else None
 
     @property
     def fn_ratio(self) -> float | None:
         """The plain function's time / the fastest peer's."""
         best = self.best_peer
-        return self.times[FUNCTION] / self.times[best] if best and FUNCTION in self.times else None
+        return self.paired(FUNCTION, best) if best and FUNCTION in self.times else None
 
     @property
     def fn_over_prepared(self) -> float | None:
         """The plain function's time / the prepared pool's (1.10 = 10% slower)."""
-        return self.times[FUNCTION] / self.times["avgpool"] if FUNCTION in self.times else None
+        return self.paired(FUNCTION, "avgpool") if FUNCTION in self.times else None
 
     @property
     def copy_share(self) -> float:
@@ -653,8 +666,8 @@ def write_markdown(path: Path, results: list[Result], summary_lines: list[str], 
              f"onnxruntime {env['onnxruntime']}, OpenVINO {env['openvino']}, torch {env['torch']}, "
              f"numpy {env['numpy']}, {env['cpus']} CPUs. "
              "avgpool = prepared AveragePool with out=, function = avgpool.average_pool(x, **attrs, out=out); "
-             "ratio = avgpool / fastest peer, fn ratio = function / fastest peer, fn/prep = function / avgpool; "
-             "copy share = copy time / avgpool time."), "",
+             "ratio = avgpool / fastest peer, fn ratio = function / fastest peer, fn/prep = function / avgpool, "
+             "each the median over rounds of the two times in one round; copy share = copy time / avgpool time."), "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row(r)) + " |" for r in results]
     lines += ["", "```", *summary_lines, "```", ""]
@@ -744,7 +757,8 @@ def main(argv: list[str] | None = None) -> int:
           "times are medians per call; avgpool = prepared AveragePool with out=, function = "
           "avgpool.average_pool(x, **attrs, out=out); ratio = avgpool / fastest peer, "
           "fn ratio = function / fastest peer, "
-          "fn/prep = function / avgpool; copy share = copy time / avgpool time\n")
+          "fn/prep = function / avgpool (ratios: the median over rounds of the two times in one round); "
+          "copy share = copy time / avgpool time\n")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > 0.5:
         print(f"WARNING: load average {load:.1f} before starting: other processes share the cores, so expect "

@@ -32,7 +32,8 @@ Columns (median seconds per call; 2 threads per runtime):
   torch       torch.ao.nn.quantized.functional.avg_pool2d on a quint8 tensor (a new output per
               call; its output keeps the input's scale, so it does no requantization to y_scale).
   fn/prep     function / prepared; ratio = prepared / fastest peer; fn ratio = function / fastest
-              peer (< 1: avgpool is faster).
+              peer (< 1: avgpool is faster). Each ratio is the median over the rounds of the two
+              times in one round (bench.paired_ratio: the machine's speed drifts for seconds).
 
 Peers are interleaved, the order rotated each round, with a 50 ms pause before each batch
 (bench.measure). Both avgpool outputs are checked bit for bit against onnxruntime's on every row
@@ -56,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench import Runner, measure  # one timing method for every benchmark
+from bench import Runner, measure, paired_ratio  # one timing method for every benchmark
 
 import avgpool
 from avgpool import qlinear as _qlinear
@@ -258,9 +259,10 @@ def torch_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, .
 class Row:
     workload: Workload
     layout: str
-    times: dict[str, float]
+    times: dict[str, float]  # median seconds per call
     notes: list[str] = field(default_factory=list)
     exact: bool | None = None
+    samples: dict[str, list[float]] = field(default_factory=dict)  # seconds per call, one per round
 
     @property
     def label(self) -> str:
@@ -272,12 +274,13 @@ class Row:
         return min(peers, key=peers.get) if peers else None
 
     def ratio(self, kind: str) -> float | None:
+        """``kind``'s time / the fastest peer's, paired by round (:func:`bench.paired_ratio`)."""
         f = self.fastest
-        return None if f is None else self.times[kind] / self.times[f]
+        return None if f is None else paired_ratio(self.samples[kind], self.samples[f])
 
     @property
     def fn_over_prepared(self) -> float:
-        return self.times["function"] / self.times["prepared"]
+        return paired_ratio(self.samples["function"], self.samples["prepared"])
 
 
 def fmt(seconds: float | None) -> str:
@@ -328,7 +331,8 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
         row.exact = False
     if w.note:
         row.notes.append(w.note)
-    row.times = {name: statistics.median(s) for name, s in measure(runners, rounds, budget).items()}
+    row.samples = measure(runners, rounds, budget)
+    row.times = {name: statistics.median(s) for name, s in row.samples.items()}
     return row
 
 
@@ -437,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{TABLE_QUANT}, model-node rows {NODE_QUANT}")
     print("prepared = avgpool.QLinearAveragePool(...)(x, out); function = avgpool.qlinear_average_pool(..., out=out); "
           "engine = qlinear_engine.run_into(prepared, x, kernel_args, out) on the objects the function memoises; "
-          "ratio = prepared / fastest peer, fn ratio = function / fastest peer")
+          "ratio = prepared / fastest peer, fn ratio = function / fastest peer, fn/prep = function / prepared (ratios: "
+          "the median over rounds of the two times in one round)")
     for m in messages:
         print(f"NOTE: {m}")
     width = max([len(w.name) for w in selected] + [20]) + 7
