@@ -236,6 +236,15 @@ def _tap(v, scale, fzp):
 
 
 @kernel(**INLINED)
+def _dequant(v, scale, zp):
+    """:func:`_tap` with the int32 zero point ``zp``, for the ring: ``x - x_zp`` is taken in int32
+    lanes, then converted (exact: |x - x_zp| <= 255), one float operation fewer per value (serial
+    1x14x14x272 3x3 s2 p1, x86-64-v4: 9.0 us -> 8.6). Not for the taps dequantized where they are
+    read (:func:`_tap`): LLVM then made the 2x2 stride-2 loops twice as slow."""
+    return scale * np.float32(np.int32(np.int32(v) - zp))
+
+
+@kernel(**INLINED)
 def _same(v, scale, fzp):
     """A tap already dequantized."""
     return v
@@ -384,6 +393,7 @@ def pool_nxc(x, out, lo, hi, tab):
     xf = x.reshape(-1)
     of = out.reshape(-1)
     row_ptr, row_idx, first, count, div, xs, ys, fzp, yzp, qmin, qmax = _general_tables(tab, rows_out, ow)
+    izp = np.int32(tab[X_ZP])
     most_rows = max(1, tab[MOST_ROWS])
     lanes = tab[CHUNK] * channels
     wc = width * channels
@@ -459,13 +469,13 @@ def pool_nxc(x, out, lo, hi, tab):
                         dst = _U(s * ring_row + c0 * channels)
                         at = _U(row * wc + c0 * channels)
                         for i in range(_U(max(0, c1 - c0) * channels)):
-                            ring[dst + i] = _tap(xf[at + i], xs, fzp)
+                            ring[dst + i] = _dequant(xf[at + i], xs, izp)
                     else:
                         for col in range(c0, c1):
                             dst = _U(s * ring_row + col * ring_px)
                             at = _U(row * wc + col * channels)
                             for i in range(_U(channels)):
-                                ring[dst + i] = _tap(xf[at + i], xs, fzp)
+                                ring[dst + i] = _dequant(xf[at + i], xs, izp)
                     base[t] = s * ring_row
             _pool_row(ring, _window_ring, zeros, base, nrows, o0, o1, nr * ow, r * ow, channels, ring_px, tab, first,
                       count, div, taps, scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax)
