@@ -47,6 +47,14 @@ LEVELS = {
     "x86-64-v4": (*_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
     "x86-64-v3": _V3,
 }
+#: The LLVM features the precompiled code of "wide" entry kernels (``kernel(wide=True)``) is built
+#: with, per level (the others: none). x86-64-v4's tuning keeps loops at 256-bit vectors; the
+#: quantized kernels and the exact running sums run faster at 512 bits, other float loops slower
+#: (their short loops end in long remainders). Serial, min of 9 runs, AMD EPYC (Zen 4), v4 build
+#: as tuned vs 512-bit: QLinear NHWC 1x14x14x272 3x3 s2 p1 9.5 vs 8.4 us, 1x14x14x576 3x3 p1 46 vs 37,
+#: NCHW 1x192x28x28 3x3 p1 381 vs 329; float32 exact 1x16x256x256 k5 616 vs 555; but float32
+#: 1x1024x7x7 7x7 6.6 vs 8.5, 1x192x28x28 3x3 p1 60 vs 65 (benchmarks/bench_qlinear.py, bench.py).
+WIDE_FEATURES = {"x86-64-v4": "-prefer-256-bit"}
 #: Set to a folder by tools/precompile.py: entry kernels are saved there, under the level that
 #: numba is configured to compile for (NUMBA_CPU_NAME), instead of the writable cache.
 BUILD_ENV = "AVGPOOL_BUILD_PRECOMPILED"
@@ -86,12 +94,13 @@ def _notice_once(kind: str, message: str, *args: Any) -> None:
         LOG.warning(message, *args)
 
 
-def kernel(*, entry: bool = False, **options: Any) -> Any:
+def kernel(*, entry: bool = False, wide: bool = False, **options: Any) -> Any:
     """``numba.njit(**options)`` with avgpool's cache. ``entry``: a kernel the engine calls from
-    Python, whose machine code is shipped precompiled (the kernels it calls are linked into it)."""
+    Python, whose machine code is shipped precompiled (the kernels it calls are linked into it);
+    ``wide``: an entry kernel precompiled with :data:`WIDE_FEATURES`."""
     def decorate(py_func: Any) -> Any:
         dispatcher = njit(**options)(py_func)
-        dispatcher._cache = KernelCache(py_func, entry)
+        dispatcher._cache = KernelCache(py_func, entry, wide)
         return dispatcher
     return decorate
 
@@ -149,10 +158,11 @@ class KernelCache(caching._Cache):
     """numba's per-function cache (same files and index keys), with the shipped precompiled
     levels as a second, read-only tier, and no failure that stops a call."""
 
-    def __init__(self, py_func: Any, entry: bool) -> None:
+    def __init__(self, py_func: Any, entry: bool, wide: bool = False) -> None:
         self._py_func = py_func
         self._name = f"{py_func.__module__}.{py_func.__qualname__}"
         self._entry = entry
+        self._wide = wide
         self._files: dict[str, caching.IndexDataCacheFile] = {}
         self._writable_path: str | None | bool = False  # looked up on first use
         self._enabled = True
@@ -181,7 +191,8 @@ class KernelCache(caching._Cache):
         found = self._load(self._writable(), sig, (triple, cpu, features), target_context)
         if found is None and self._entry:
             for level in shipped_levels():
-                found = self._load(str(PRECOMPILED / level), sig, (triple, level, ""), target_context)
+                found = self._load(str(PRECOMPILED / level), sig, (triple, level, self._features(level)),
+                                   target_context)
                 if found is not None:
                     break
         return found
@@ -193,6 +204,8 @@ class KernelCache(caching._Cache):
                          "them); each process compiles again what is not shipped precompiled")
         if not self._enabled or path is None or cres.objectmode or cres.lifted or cres.library.has_dynamic_globals:
             return  # nothing numba could cache either (avgpool's kernels have none of these)
+        if os.environ.get(BUILD_ENV) and (config.CPU_FEATURES or "") != self._features(config.CPU_NAME):
+            return  # a precompiling build keeps each kernel from the build with its own features
         key = self._key(sig, cres.codegen.magic_tuple())
         try:
             os.makedirs(path, exist_ok=True)
@@ -205,6 +218,10 @@ class KernelCache(caching._Cache):
         except Exception as err:  # noqa: BLE001 - a cache that cannot be written only costs time
             _notice_once("write", "avgpool: cannot write compiled kernels to %s (%s); later processes compile "
                          "them again", path, err)
+
+    def _features(self, level: str) -> str:
+        """The LLVM features this kernel is precompiled with at ``level``."""
+        return WIDE_FEATURES.get(level, "") if self._wide else ""
 
     # -- the tiers
     def _writable(self) -> str | None:

@@ -126,7 +126,7 @@ def _planes_at_once(xf, of, lo, hi, plane, width, ow, row_ptr, row_idx, first, c
         pa += g
 
 
-@kernel(entry=True, **JIT)
+@kernel(entry=True, wide=True, **JIT)
 def pool_ncx(x, out, lo, hi, tab):
     """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
 
@@ -384,7 +384,7 @@ def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, px, t
         o = end
 
 
-@kernel(entry=True, **JIT)
+@kernel(entry=True, wide=True, **JIT)
 def pool_nxc(x, out, lo, hi, tab):
     """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column), one output
     row at a time, every channel at once (vectorised over the contiguous channels)."""
@@ -505,7 +505,7 @@ def _requantize(total, bias, scale, lo, hi, yzp):
     return np.int32(np.rint(f)) + yzp
 
 
-@kernel(entry=True, **JIT)
+@kernel(entry=True, wide=True, **JIT)
 def global_ncx(x, out, lo, hi, tab):
     """x (P * n,) flat, out (P,): planes ``lo <= p < hi``. Each plane is summed in int32, wrapping
     around as MLAS's lanes do; the truncation at each step lets LLVM keep 16 lanes per vector
@@ -521,7 +521,7 @@ def global_ncx(x, out, lo, hi, tab):
         out[p] = _requantize(total, bias, scale, flo, fhi, yzp)
 
 
-@kernel(entry=True, **JIT)
+@kernel(entry=True, wide=True, **JIT)
 def global_nxc(x, out, lo, hi, tab):
     """x (N, n, C), out (N * C,): batches ``lo <= b < hi``. Sums of up to 128 rows fit int16
     (|x| <= 255), which packs twice as many lanes per vector as int32; rows are added four at a

@@ -644,7 +644,7 @@ def _most_held(axes, firsts, counts, ncx, dims, box, levels):
     return most
 
 
-@kernel(entry=True, **JIT)
+@kernel(entry=True, wide=True, **JIT)
 def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``sums_plan.group`` slabs
     exactly in int64 if its values allow (:func:`fixed_point_exponent`), else by
