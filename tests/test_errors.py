@@ -16,6 +16,15 @@ def _prepared_twice(out):
     return pool(X, out=out)
 
 
+def _function_repeated(out):
+    """The same call again with the very same objects takes average_pool's fastest path (its
+    _LAST), which checks only `out`."""
+    kernel = [2, 2]
+    for _ in range(3):
+        avgpool.average_pool(X, kernel)
+    return avgpool.average_pool(X, kernel, out=out)
+
+
 # (description, call, words the message must contain)
 CASES = [
     ("scalar kernel", lambda: avgpool.average_pool(X, 3), ["AveragePool-22", "`kernel_shape`", "sequence"]),
@@ -68,6 +77,8 @@ CASES = [
     ("out read-only", lambda: avgpool.average_pool(X, [2, 2], out=np.broadcast_to(np.float32(0), (1, 3, 7, 7))),
      ["`out`", "read-only"]),
     ("prepared pool, wrong out", lambda: _prepared_twice(out=np.empty((1, 3, 8, 8), np.float32)),
+     ["AveragePool-22: `out`", "(1, 3, 7, 7)"]),
+    ("the same call again, wrong out", lambda: _function_repeated(out=np.empty((1, 3, 8, 8), np.float32)),
      ["AveragePool-22: `out`", "(1, 3, 7, 7)"]),
     # kernels and pads in the billions: refused at once, before tables of tens of GB are built
     ("output beyond memory", lambda: avgpool.average_pool(X, [2**32, 2**32], pads=[2**32] * 4),
