@@ -87,3 +87,26 @@ def test_bad_out_named_on_a_remembered_shape():
         pool(x, out=np.empty(3, np.uint8))
     with pytest.raises(AvgPoolError, match=r"^QLinearAveragePool: `out` has dtype int8"):
         pool(x, out=np.empty((1, 1, 3, 3), np.int8))
+
+
+def test_threads_share_one_pool():
+    """Four threads calling one pool with two shapes at once all get the function's bits."""
+    import threading
+
+    pool = avgpool.QLinearAveragePool(0.1, 3, 0.2, 5, [2, 2], strides=[2, 2])
+    inputs = [np.arange(n * n, dtype=np.uint8).reshape(1, 1, n, n) for n in (8, 10)]
+    expected = [avgpool.qlinear_average_pool(x, 0.1, 3, 0.2, 5, [2, 2], strides=[2, 2]) for x in inputs]
+    wrong = []
+
+    def work(offset):
+        for i in range(200):
+            k = (i + offset) % 2
+            if not np.array_equal(pool(inputs[k]), expected[k]):
+                wrong.append(k)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
