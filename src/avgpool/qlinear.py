@@ -194,10 +194,11 @@ def _prepared_call(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero
 
 
 def _finish(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
-    """Run a validated call: into a new array, or into ``out`` (whose errors are the only ones left)."""
+    """Run a validated call: into a new array, or into ``out`` (:func:`_into`: its errors, the
+    only ones left, name the operator)."""
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
-    return _run(prepared, x, kernel_args) if out is None else _run_into(prepared, x, kernel_args, out)
+    return _run(prepared, x, kernel_args) if out is None else _into(prepared, x, kernel_args, out)
 
 
 class QLinearAveragePool:
@@ -234,9 +235,7 @@ class QLinearAveragePool:
             entry = self._find((x.shape, x.dtype))
             if entry is not None:  # this shape and dtype were validated before
                 prepared, kernel_args = entry[0]
-                if not x.flags.c_contiguous:
-                    x = np.ascontiguousarray(x)
-                return _run(prepared, x, kernel_args) if out is None else _into(prepared, x, kernel_args, out)
+                return _finish(prepared, x, kernel_args, out)
         with error_context(dialect.LABEL):
             array, prepared, kernel_args = _prepared_call(x, *self._arguments)
             self._prepared.put((array.shape, array.dtype), (prepared, kernel_args))
