@@ -46,6 +46,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .. import tuning
+from .interrupts import set_sigint
 
 TENSOR_SUFFIXES = (".npy", ".npz")
 ZARR_SUFFIX = ".zarr"
@@ -444,11 +445,11 @@ def _interrupts_held() -> Iterator[None]:
     if not callable(previous):  # ignored already, or a handler Python does not know
         yield
         return
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_sigint(signal.SIG_IGN)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        set_sigint(previous)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,24 @@ from typing import Any
 _BEFORE, _RUNNING, _COMMITTING, _DONE = "before", "running", "committing", "done"
 
 
+def set_sigint(handler: Any) -> None:
+    """``signal.signal(SIGINT, handler)`` with SIGINT held back meanwhile. A SIGINT arriving while
+    Python swaps the handlers trips Python's C handler and then finds SIG_IGN, which Python prints
+    as "Signal 2 ignored due to race condition" with a traceback (tests/test_interrupts.py, a Ctrl-C
+    every 2 ms as the command ends, met it in one full run). Held, it reaches the old handler
+    (``pthread_sigmask`` runs the handlers of signals that came before it) or, after, the new one,
+    or the system drops it when the new one ignores it."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:  # no signal masks (Windows)
+        signal.signal(signal.SIGINT, handler)
+        return
+    previous = mask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        signal.signal(signal.SIGINT, handler)
+    finally:
+        mask(signal.SIG_SETMASK, previous)
+
+
 class Interrupts:
     """Ctrl-C (SIGINT) while :func:`main` runs: one KeyboardInterrupt, never an output half replaced.
 
@@ -106,7 +124,7 @@ class Interrupts:
                 timer.cancel()
                 timer.join()
             self.timers.clear()
-            signal.signal(signal.SIGINT, signal.SIG_IGN if program else signal.default_int_handler)
+            set_sigint(signal.SIG_IGN if program else signal.default_int_handler)
             if not (program and self.requested):  # the program's teardown stays quiet after a Ctrl-C
                 sys.unraisablehook = self.unraisablehook
             self.owner = None
