@@ -32,7 +32,7 @@ _PARAMS_CACHE = 256
 #: (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode,
 #: count_include_pad, channels_last, x.shape, x.dtype, items check, the pool's plan, the pool, kernel arguments)
 _LAST: tuple | None = None
-_run, _run_into = qlinear_engine.run, qlinear_engine.run_into
+_run = qlinear_engine.run
 _ndarray = np.ndarray
 
 
@@ -134,10 +134,7 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
                          out if out_how == 0 else out.ravel() if out_how == 1 else out.reshape(out_view), 0, n_items,
                          kernel_args[0])
                     return out
-            try:
-                return _run_into(prepared, x, kernel_args, out)
-            except AvgPoolError as err:  # all about out=: named as the first call's errors are
-                raise AvgPoolError(f"{dialect.LABEL}: {err}") from None
+            return _into(prepared, x, kernel_args, out)
     if type(x) is np.ndarray:
         # repeated calls: one lookup keyed by everything that validation depends on, types included
         # (True == 1 == 1.0 as dictionary keys, but they validate differently)
@@ -151,8 +148,7 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
             key = entry = None
         if entry is not None:
             prepared, kernel_args = entry[0]
-            x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-            return qlinear_engine.run(prepared, x, kernel_args) if out is None else _into(prepared, x, kernel_args, out)
+            return _finish(prepared, x, kernel_args, out)
     else:
         key = None
     return _validated_call(x, out, key, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads,
