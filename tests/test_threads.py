@@ -4,6 +4,7 @@ threaded path equal to its serial one."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 
@@ -74,6 +75,37 @@ def test_helpers_are_not_pinned_and_a_pinned_caller_gets_every_job_done():
     finally:
         os.sched_setaffinity(caller, allowed)
     assert np.array_equal(out, 301 * x)
+
+
+@needs_two_cpus
+def test_a_helper_steps_off_a_cpu_and_keeps_its_cpu_set():
+    """A helper that finds itself on its caller's CPU (Linux wakes a thread on its waker's) moves
+    off it at once, its CPU set restored after (a nudge, not a pin: threads.py); a thread that
+    may run on that CPU alone stays there."""
+    try:
+        getcpu = ctypes.CDLL(None).sched_getcpu
+    except AttributeError:
+        pytest.skip("no sched_getcpu")
+    allowed = os.sched_getaffinity(0)
+    seen = {}
+
+    def helper():
+        here = getcpu()
+        crew_board._step_off(here, np.zeros(16, np.uint64))
+        seen["moved"] = (here, getcpu())
+        seen["cpu set"] = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {here})
+        crew_board._step_off(here, np.zeros(16, np.uint64))
+        seen["pinned"] = (here, getcpu())
+        seen["pinned set"] = os.sched_getaffinity(0)
+
+    thread = threading.Thread(target=helper)
+    thread.start()
+    thread.join()
+    before, after = seen["moved"]
+    assert after != before, "the thread stayed on the CPU it was to leave"
+    assert seen["cpu set"] == allowed
+    assert seen["pinned"][0] == seen["pinned"][1] and seen["pinned set"] == {seen["pinned"][0]}
 
 
 def test_jobs_of_different_pools_alternate():

@@ -13,10 +13,18 @@ took 150-250 us on the 2-CPU virtual machine measured, so the first call after a
 mostly on the caller's thread). Neither the helpers nor the caller are pinned to a CPU: pinned to
 one, a helper shared it with other runtimes' worker threads and the OS could not move it to the
 idle one (inception_v2's 1x1024x7x7 global pool timed in batches of 200 calls between batches of
-onnxruntime, OpenVINO and torch: 61-65 us a call pinned, 10-12 unpinned; alike when alone). A
-helper serves one prepared pool at a time (the kernel and its tables are arguments of its wait
-loop) and goes back to Python only to switch to another. One caller at a time uses the helpers; a second caller
-meanwhile runs its kernel on its own thread.
+onnxruntime, OpenVINO and torch: 61-65 us a call pinned, 10-12 unpinned; alike when alone).
+Linux, though, wakes a thread on its waker's CPU: a helper woken for a job, or handed the GIL by
+the caller, then shared the caller's CPU for whole batches while the other CPU idled (1x1024x7x7
+3x3 p1 in batches of 300 calls after 50 ms pauses, the benchmark's pattern: 34 us a call, the
+serial kernel's time, against 19.5 with the two threads pinned apart). So a helper that finds
+itself on the caller's CPU steps off it, its CPU set restored at once, and a caller that finds a
+helper on its CPU lets it run so that it can (:func:`.kernels.crew.lead`, ``_keep_apart``): 21-22
+us in that pattern.
+
+A helper serves one prepared pool at a time (the kernel and its tables are arguments of its
+wait loop) and goes back to Python only to switch to another. One caller at a time uses the
+helpers; a second caller meanwhile runs its kernel on its own thread.
 The caller only ever waits for pieces a helper has claimed, offering its CPU to the OS while it
 does (the helper may be waiting for that very CPU).
 """
@@ -81,6 +89,7 @@ class _Crew:
 
         self.compiled = crew
         self.board = np.zeros(crew.BOARD_WORDS, np.int64)
+        self.board[[crew.CPU, crew.HELPER]] = -1  # no CPU known yet
         self.lock = threading.Lock()  # held by the one caller using the board
         self.pools: dict[int, tuple] = {}  # pool id -> (kernel address, x_like, out_like, args)
         # pool id -> lead's compiled entry point for that pool's argument types, called without
@@ -98,6 +107,7 @@ class _Crew:
     def _calibrate(self) -> int:
         """How many idle reads of the board make ``SPIN_SECONDS``."""
         board = np.zeros(self.compiled.BOARD_WORDS, np.int64)
+        board[self.compiled.CPU] = -1  # no caller to keep apart from
         probe = np.zeros(1, np.int64)
         self.compiled.serve(0, board, 0, probe, probe, 1)
         start = time.perf_counter()
@@ -148,6 +158,7 @@ class _Crew:
         try:
             pool, address = self.pool(kernel, x, out, args)
             if self.sleeping:
+                self.board[self.compiled.HELPER] = self.compiled.WOKEN
                 with self.cond:
                     self.cond.notify_all()
             pieces = min(pieces, self.compiled.MAX_PIECES)

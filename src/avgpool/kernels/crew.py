@@ -13,6 +13,9 @@ Board words (int64):
     DONE    pieces finished (the caller waits for DONE == PIECES: only pieces already claimed by
             a running helper are ever waited for, never a helper that has not started)
     FAILED  set when a piece raised; the caller then reruns the whole job on its own thread
+    CPU     the CPU the caller posted the job from (-1: unknown)
+    HELPER  the CPU a helper last ran on (-1: unknown, WOKEN: the caller has just woken the
+            helpers, which Linux starts on their waker's CPU)
 
 A job's fields are written before its CLAIM word and only after every piece of the previous job
 is finished, so a helper that read CLAIM = (job, i < pieces), then the fields, and then claimed
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import platform
 
+import numpy as np
 from llvmlite import ir
 from numba import carray, types
 from numba.core import cgutils
@@ -30,14 +34,18 @@ from numba.extending import intrinsic
 
 from .jit import INLINED, JIT, compiled, flat_signature, kernel
 
-CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED = range(8)
+CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED, CPU, HELPER = range(10)
 BOARD_WORDS = 16  # the board spans its own cache lines
+WOKEN = -2
 _PIECE_BITS = 20
 _PIECE_MASK = (1 << _PIECE_BITS) - 1
 MAX_PIECES = _PIECE_MASK
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 _POSIX = platform.system() != "Windows"
+_LINUX = platform.system() == "Linux"
+#: uint64 words of a Linux CPU set (cpu_set_t: 1024 CPUs)
+_CPU_SET_WORDS = 16
 #: Idle reads between two offers of the core to the OS scheduler.
 _READS_PER_YIELD = 64
 
@@ -112,6 +120,73 @@ def _yield_core(typingctx):
     return types.none(), codegen
 
 
+@intrinsic
+def _this_cpu(typingctx):
+    """``sched_getcpu()``: the CPU this thread runs on (-1 where the system cannot tell)."""
+    def codegen(context, builder, signature, args):
+        if _LINUX:
+            return builder.sext(_call_c(builder, "sched_getcpu", ir.IntType(32)), ir.IntType(64))
+        return ir.Constant(ir.IntType(64), -1)
+    return types.int64(), codegen
+
+
+def _affinity_call(name):
+    """An intrinsic calling ``name(0, size, mask)`` (sched_getaffinity or sched_setaffinity of
+    this thread) with a CPU set in a uint64 array: 0 on success (-1 off Linux)."""
+    @intrinsic
+    def call(typingctx, mask):
+        def codegen(context, builder, signature, args):
+            i32, i64 = ir.IntType(32), ir.IntType(64)
+            if not _LINUX:
+                return ir.Constant(i64, -1)
+            data = context.make_array(signature.args[0])(context, builder, args[0]).data
+            function_type = ir.FunctionType(i32, [i32, i64, ir.IntType(8).as_pointer()])
+            function = cgutils.get_or_insert_function(builder.module, function_type, name)
+            status = builder.call(function, [ir.Constant(i32, 0), ir.Constant(i64, 8 * _CPU_SET_WORDS),
+                                             builder.bitcast(data, ir.IntType(8).as_pointer())])
+            return builder.sext(status, i64)
+        return types.int64(mask), codegen
+    return call
+
+
+_get_affinity = _affinity_call("sched_getaffinity")
+_set_affinity = _affinity_call("sched_setaffinity")
+
+
+@kernel(**JIT)
+def _step_off(cpu, mask):
+    """Move this thread off ``cpu`` now if it runs there and may run elsewhere, free to run
+    anywhere it could before (its CPU set is restored at once: a nudge, not a pin). ``mask``:
+    a CPU set's worth of scratch. Linux wakes a thread on its waker's CPU: a helper woken for a
+    job, or woken by the caller's handing back the GIL, then spins beside the caller on one CPU
+    while another stays idle, for whole batches of calls (threads.py has the timings)."""
+    if cpu < 0 or _this_cpu() != cpu or _get_affinity(mask) != 0:
+        return
+    word, bit = cpu // 64, np.uint64(1) << np.uint64(cpu % 64)
+    if word >= mask.size or not mask[word] & bit:
+        return
+    mask[word] &= ~bit
+    elsewhere = False
+    for w in mask:
+        elsewhere = elsewhere or w != 0
+    if elsewhere:
+        _set_affinity(mask)  # the system moves this thread before the call returns
+        mask[word] |= bit
+        _set_affinity(mask)
+
+
+@kernel(**JIT)
+def _keep_apart(board, cpu_set):
+    """A helper's check, between reads and before a piece: step off the caller's CPU if it runs
+    there (``cpu_set``: scratch), and note where it runs (the caller yields its CPU to a helper
+    that shares it, so that the helper can move)."""
+    here = _this_cpu()
+    if here >= 0 and here == _load(board, CPU):
+        _step_off(here, cpu_set)
+        here = _this_cpu()
+    _store(board, HELPER, here)
+
+
 @kernel(**INLINED)
 def _idle(rounds):
     """One idle read's wait: a pause, and every few reads the core offered to other threads."""
@@ -179,8 +254,13 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     board[OUT] = out.ctypes.data
     board[DONE] = 0
     board[FAILED] = 0
+    here = _this_cpu()
+    board[CPU] = here
     job = (_load(board, CLAIM) >> _PIECE_BITS) + 1
     _store(board, CLAIM, job << _PIECE_BITS)
+    helper = _load(board, HELPER)
+    if here >= 0 and (helper == here or helper == WOKEN):
+        _yield_core()  # a helper that shares this CPU runs only when this thread lets it: it steps off
     while True:
         claim = _claim(board)
         if claim < 0:
@@ -199,6 +279,7 @@ def serve(kernel, board, pool, x_like, out_like, rounds, *args):
     shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, or the pool
     id of a job of another pool."""
     idle = 0
+    cpu_set = np.zeros(_CPU_SET_WORDS, np.uint64)
     while idle < rounds:
         claim = _load(board, CLAIM)
         if (claim & _PIECE_MASK) < _load(board, PIECES):
@@ -208,9 +289,12 @@ def serve(kernel, board, pool, x_like, out_like, rounds, *args):
             if other != pool:
                 return other
             if _swap(board, CLAIM, claim, claim + 1):
+                _keep_apart(board, cpu_set)
                 _run_piece(kernel, board, claim, x_like, out_like, args)
                 idle = 0
             continue
+        if idle % _READS_PER_YIELD == 0:
+            _keep_apart(board, cpu_set)
         _idle(idle)
         idle += 1
     return 0
