@@ -108,6 +108,19 @@ def test_a_helper_steps_off_a_cpu_and_keeps_its_cpu_set():
     assert seen["pinned"][0] == seen["pinned"][1] and seen["pinned set"] == {seen["pinned"][0]}
 
 
+@needs_two_cpus
+def test_a_caller_allowed_one_cpu_pools_alone():
+    """A pool prepared where the process may run on one CPU only (taskset, a container's CPU set)
+    runs on the caller's thread: helpers would only take turns with it."""
+    allowed = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(allowed)})
+        assert threads.pieces_for(1000, 1 << 30, 1, 1 << 40) == 1
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert threads.pieces_for(1000, 1 << 30, 1, 1 << 40) == min(threads.thread_count(), len(allowed))
+
+
 def test_jobs_of_different_pools_alternate():
     """Helpers switch between kernels, shapes and arguments without mixing them up."""
     a, b = np.arange(1000.0), np.arange(5000.0)

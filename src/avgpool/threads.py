@@ -64,12 +64,21 @@ def thread_count() -> int:
     return numba.get_num_threads()
 
 
+def _cpus_allowed() -> int:
+    """The CPUs this thread may run on (a process limited to one, by ``taskset`` or a container's
+    CPU set, has no use for helpers: they would only take turns with the caller)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def pieces_for(items: int, work: int, parallel_from: int, many_pieces_from: int) -> int:
     """How many pieces to cut ``items`` into for a job of ``work`` (the caller's measure): 1
     (serial) below ``parallel_from``, one per thread below ``many_pieces_from`` (a piece costs a
     few microseconds of set-up), :attr:`.tuning.Tuning.pieces_per_thread` per thread above
     (read as a pool is prepared, as this is called)."""
-    threads = thread_count()
+    threads = min(thread_count(), _cpus_allowed())
     if work < parallel_from or threads < 2 or items < 2:
         return 1
     per_thread = 1 if work < many_pieces_from else tuning.current().pieces_per_thread
