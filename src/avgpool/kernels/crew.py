@@ -14,8 +14,7 @@ Board words (int64):
             a running helper are ever waited for, never a helper that has not started)
     FAILED  set when a piece raised; the caller then reruns the whole job on its own thread
     CPU     the CPU the caller posted the job from (-1: unknown)
-    HELPER  the CPU a helper last ran on (-1: unknown, WOKEN: the caller has just woken the
-            helpers, which Linux starts on their waker's CPU)
+    HELPER  the CPU a helper last ran on (-1: unknown)
 
 A job's fields are written before its CLAIM word and only after every piece of the previous job
 is finished, so a helper that read CLAIM = (job, i < pieces), then the fields, and then claimed
@@ -36,7 +35,6 @@ from .jit import INLINED, JIT, compiled, flat_signature, kernel
 
 CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED, CPU, HELPER = range(10)
 BOARD_WORDS = 16  # the board spans its own cache lines
-WOKEN = -2
 _PIECE_BITS = 20
 _PIECE_MASK = (1 << _PIECE_BITS) - 1
 MAX_PIECES = _PIECE_MASK
@@ -258,8 +256,7 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     board[CPU] = here
     job = (_load(board, CLAIM) >> _PIECE_BITS) + 1
     _store(board, CLAIM, job << _PIECE_BITS)
-    helper = _load(board, HELPER)
-    if here >= 0 and (helper == here or helper == WOKEN):
+    if here >= 0 and _load(board, HELPER) == here:
         _yield_core()  # a helper that shares this CPU runs only when this thread lets it: it steps off
     while True:
         claim = _claim(board)
