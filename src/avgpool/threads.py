@@ -19,8 +19,9 @@ the caller, then shared the caller's CPU for whole batches while the other CPU i
 3x3 p1 in batches of 300 calls after 50 ms pauses, the benchmark's pattern: 34 us a call, the
 serial kernel's time, against 19.5 with the two threads pinned apart). So a helper that finds
 itself on the caller's CPU steps off it, its CPU set restored at once, and a caller that finds a
-helper on its CPU lets it run so that it can (:func:`.kernels.crew.lead`, ``_keep_apart``): 21-22
-us in that pattern, no batch of 40 on one CPU. The caller does not yield to a helper it has just
+helper on its CPU lets it run so that it can (:func:`.kernels.crew.lead`, ``_keep_apart``): in
+that pattern no batch of 40 ran on one CPU at its 150th call (18-37 of 40 did before), 19-22 us
+a call when the machine was in its fast phase. The caller does not yield to a helper it has just
 woken: the first call after a pause then waited for the helper's way back through Python
 (1x1024x7x7 3x3 p1 after 30 ms pauses: 350-390 us against 195-200 without that yield).
 
