@@ -112,16 +112,25 @@ def test_a_helper_steps_off_a_cpu_and_keeps_its_cpu_set():
 
 
 @needs_two_cpus
-def test_a_caller_allowed_one_cpu_pools_alone():
-    """A pool prepared where the process may run on one CPU only (taskset, a container's CPU set)
-    runs on the caller's thread: helpers would only take turns with it."""
+def test_a_process_allowed_one_cpu_pools_alone():
+    """A pool prepared where the caller and the helpers may run on one CPU only (taskset, a
+    container's CPU set) runs on the caller's thread: helpers would only take turns with it. A
+    caller pinned to one CPU whose helpers may run elsewhere still shares."""
+    x, out, weight = np.ones(100), np.zeros(100), np.ones(1)
+    threads.run_pieces(_count_items, x, out, x.size, 2, (weight,))  # the helpers are up
     allowed = os.sched_getaffinity(0)
+    both = (0, *(h.native_id for h in threads._crew().helpers))
+    sharing = min(threads.thread_count(), len(allowed))
     try:
         os.sched_setaffinity(0, {min(allowed)})
+        assert threads.pieces_for(1000, 1 << 30, 1, 1 << 40) == sharing
+        for thread in both:
+            os.sched_setaffinity(thread, {min(allowed)})
         assert threads.pieces_for(1000, 1 << 30, 1, 1 << 40) == 1
     finally:
-        os.sched_setaffinity(0, allowed)
-    assert threads.pieces_for(1000, 1 << 30, 1, 1 << 40) == min(threads.thread_count(), len(allowed))
+        for thread in both:
+            os.sched_setaffinity(thread, allowed)
+    assert threads.pieces_for(1000, 1 << 30, 1, 1 << 40) == sharing
 
 
 def test_jobs_of_different_pools_alternate():

@@ -68,11 +68,17 @@ def thread_count() -> int:
 
 
 def _cpus_allowed() -> int:
-    """The CPUs this thread may run on (a process limited to one, by ``taskset`` or a container's
-    CPU set, has no use for helpers: they would only take turns with the caller)."""
+    """The CPUs the calling thread and the helpers may run on together: a process limited to
+    one, by ``taskset`` or a container's CPU set, has no use for helpers, which would only take
+    turns with the caller; a caller pinned to one CPU after the helpers started still has them
+    (helpers not yet started will inherit the caller's CPUs)."""
     try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
+        allowed = os.sched_getaffinity(0)
+        crew = _CREW[0] if _CREW else None
+        if crew is not None and crew.helpers:
+            allowed = allowed | os.sched_getaffinity(crew.helpers[0].native_id)
+        return len(allowed)
+    except (AttributeError, OSError):  # not Linux, or the helper has just exited
         return os.cpu_count() or 1
 
 
