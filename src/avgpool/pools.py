@@ -13,6 +13,7 @@ import numpy as np
 
 from . import threads, tuning
 from .inputs import out_target
+from .kernels import columns
 from .kernels.arguments import SlabTables
 from .spec import Layout
 from .tables import KernelTables, RunningPlan, band_and_scratch
@@ -140,15 +141,18 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
 
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
     tune = tuning.current()
-    pieces = threads.pieces_for(slabs, math.prod(shape), tune.parallel_min_elements, tune.many_pieces_elements)
+    work = math.prod(shape)
+    parts = _slab_parts(slabs, channels, work, dtype, t, running)
+    items = slabs * parts
+    pieces = threads.pieces_for(items, work, tune.parallel_min_elements, tune.many_pieces_elements)
     budget = tune.overlapping_group_scratch_bytes if t.windows_overlap else tune.group_scratch_bytes
-    group = max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
+    group = 1 if parts > 1 else max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
-        slab_tables = _slab_tables(t, group, channels)
+        slab_tables = _slab_tables(t, group, channels, parts)
         args = (slab_tables,)
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
-            return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs, args, pieces, False)
+            return PreparedPool(out_shape, dtype, items, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
         return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, (slab_tables, running, fallback),
@@ -158,13 +162,36 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     # is pooled on its own, so groups never span more than a block
     slab_in = max(1, math.prod(shape) // max(1, slabs))
     block = max(1, tune.widen_block_elements // slab_in)
-    args = (_slab_tables(t, min(group, block), channels), bool(dtype != np.float16), block)
+    args = (_slab_tables(t, min(group, block), channels, 1), bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
 
 
-def _slab_tables(t: KernelTables, group: int, channels: int) -> SlabTables:
-    """The tables ``t`` as :func:`.kernels.separable.pool_slabs` takes them, ``group`` slabs at a time."""
+def _slab_parts(slabs: int, channels: int, work: int, dtype: np.dtype, t: KernelTables,
+                running: RunningPlan | None) -> int:
+    """How many items each slab is cut into for threads to share: 1 (an item is a slab) unless
+    there are fewer slabs than pieces, as in a channels-last batch of one (1x112x112x64 3x3 p1,
+    one slab, ran on one thread at 1.4 times onnxruntime's time; ``benchmarks/bench.py``'s NHWC
+    batch-1 rows). The separable passes with direct sums along the first axis cut a slab's
+    first-axis outputs, global windows over channels (NXC) their channels. The exact running sums
+    sweep a slab whole (one fixed point for its values), and so do the small planes; float16 and
+    bfloat16 are widened in blocks of whole slabs."""
+    axes = t.axes
+    if dtype not in _NATIVE or running is not None or axes[0, columns.PLANE_PAD] >= 0:
+        return 1
+    if t.global_scale > 0:
+        most = channels if channels > 1 else 1  # one channel: one contiguous sum
+    else:
+        most = 1 if axes[0, columns.BLOCK] > 0 else int(axes[0, columns.OUTPUTS])
+    tune = tuning.current()
+    wanted = threads.pieces_for(slabs * most, work, tune.parallel_min_elements, tune.many_pieces_elements)
+    return 1 if wanted <= max(1, slabs) else min(most, -(-wanted // slabs))
+
+
+def _slab_tables(t: KernelTables, group: int, channels: int, parts: int) -> SlabTables:
+    """The tables ``t`` as :func:`.kernels.separable.pool_slabs` takes them, ``group`` slabs at a
+    time, each slab in ``parts`` items."""
     band, scratch_size = band_and_scratch(t, group)
     return SlabTables(group=group, band=band, axes=t.axes, firsts=t.firsts, counts=t.counts, splits=t.splits,
                       scales=t.scales, channels=channels, scratch_size=scratch_size, global_scale=t.global_scale,
-                      plane_masks=t.plane_masks, plane_factors=t.plane_factors, plane_sums=t.plane_sums)
+                      plane_masks=t.plane_masks, plane_factors=t.plane_factors, plane_sums=t.plane_sums,
+                      parts=parts)

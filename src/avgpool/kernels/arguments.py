@@ -29,6 +29,7 @@ class SlabTables(NamedTuple):
     plane_masks: np.ndarray  # .small_planes' tables (empty where it is not used)
     plane_factors: np.ndarray
     plane_sums: int  # float64 values of .small_planes' sums (a block of planes, a value of margin each side)
+    parts: int  # items per slab (threads sharing few slabs): ranges of first-axis outputs, or of channels
 
 
 class RunningTables(NamedTuple):

@@ -100,12 +100,16 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
 
 @kernel(**COMPUTE)
 def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size,
-                tiles):
-    """Pool slabs ``start..stop`` of the flat input ``x`` into the flat ``out``, ``group`` slabs
-    at a time (consecutive slabs are just more outer rows of each pass, so the set-up of each
-    vector loop is paid once per group; the engine sizes groups to stay in cache). A slab too
-    big for that (``group == 1``) goes in bands of ``band`` outputs of the first axis, every
-    pass done on a band before the next, so that its intermediates stay in cache too.
+                tiles, parts):
+    """Pool items ``start..stop`` of the flat input ``x`` into the flat ``out``: item ``i`` is
+    part ``i % parts`` of slab ``i // parts``, the outputs of the first axis cut in ``parts``
+    ranges (so that threads can share a few big slabs: ``parts > 1`` only with ``group == 1``
+    and direct sums along the first axis). Slabs go ``group`` at a time
+    (consecutive slabs are just more outer rows of each pass, so the set-up of each vector loop
+    is paid once per group; the engine sizes groups to stay in cache). A slab too big for that
+    (``group == 1``) goes in bands of ``band`` outputs of the first axis, every pass done on a
+    band before the next, so that its intermediates stay in cache too. A window's sum does not
+    depend on the band or part it is computed in: the bits are the same however a slab is cut.
 
     ``axes[i]``: axis ``i``'s row of :mod:`.columns` (length, outputs, table offset, ...).
     ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
@@ -125,10 +129,12 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
             row_out *= axes[axis, OUTPUTS]
     n0 = axes[0, OUTPUTS]
     slab_out = n0 * row_out
-    for b in range(start, stop, group):
-        slabs = min(group, stop - b)
-        for u0 in range(0, n0, band):
-            u1 = min(n0, u0 + band)
+    for item in range(start, stop, group):
+        b, part = item // parts, item % parts
+        slabs = min(group, stop - item)
+        r0, r1 = part * n0 // parts, (part + 1) * n0 // parts
+        for u0 in range(r0, r1, band):
+            u1 = min(r1, u0 + band)
             for axis in range(ndim):
                 outer = slabs * (u1 - u0 if axis > 0 else 1)
                 for i in range(1, axis):
@@ -166,49 +172,53 @@ def _contiguous_sum(x, base, n):
 
 
 @kernel(**COMPUTE)
-def _global_slabs(x, out, start, stop, channels, scale, acc):
+def _global_slabs(x, out, start, stop, channels, scale, acc, parts):
     """Every axis has one window covering the whole input: one sum per slab and channel.
 
     One channel (NCX) is a contiguous sum (:func:`_contiguous_sum`); channels (NXC) are summed
-    as vectors of channels.
+    as vectors of channels, item ``i`` being part ``i % parts`` of the channels of slab
+    ``i // parts`` (each channel's sum is its own: the bits do not depend on the parts).
     """
     slab = x.shape[0] // max(1, out.shape[0] // channels)
     if channels == 1:
         for b in range(start, stop):
             out[b] = _contiguous_sum(x, U(b * slab), U(slab)) * scale
         return
-    n = U(channels)
     positions = slab // channels
-    for b in range(start, stop):
+    for item in range(start, stop):
+        b, part = item // parts, item % parts
+        c0 = part * channels // parts
+        n = U((part + 1) * channels // parts - c0)
         for c in range(n):
             acc[c] = 0.0
         for p in range(positions):
-            base = U(b * slab + p * channels)
+            base = U(b * slab + p * channels + c0)
             for c in range(n):
                 acc[c] += x[base + c]
-        w = U(b * channels)
+        w = U(b * channels + c0)
         for c in range(n):
             out[w + c] = acc[c] * scale
 
 
 @kernel(entry=True, **JIT)
 def pool_slabs(x, out, start, stop, t):
-    """Pool slabs ``start..stop`` (any thread: the GIL is released) by the tables ``t``
-    (:class:`.arguments.SlabTables`)."""
+    """Pool items ``start..stop`` (any thread: the GIL is released) by the tables ``t``
+    (:class:`.arguments.SlabTables`): slabs, or with ``t.parts > 1`` parts of slabs (ranges of
+    first-axis outputs, :func:`_pool_slabs`, or of channels, :func:`_global_slabs`)."""
     axes = t.axes
     if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
         pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors, np.empty(t.plane_sums))
         return
     scratch = np.empty((2 * t.group + 3) * t.scratch_size)
     if t.global_scale > 0:
-        _global_slabs(x, out, start, stop, t.channels, t.global_scale, scratch)
+        _global_slabs(x, out, start, stop, t.channels, t.global_scale, scratch, t.parts)
         return
     longest = 0
     for axis in range(axes.shape[0]):
         if axes[axis, LENGTH] <= TILE_MAX_LENGTH:
             longest = max(longest, _tile_scratch(axes[axis, LENGTH], axes[axis, OUTPUTS]))
     _pool_slabs(x, out, start, stop, t.group, t.band, axes, t.firsts, t.counts, t.splits, t.scales, t.channels,
-                scratch, t.scratch_size, np.empty(longest))
+                scratch, t.scratch_size, np.empty(longest), t.parts)
 
 
 @kernel(entry=True, **JIT)
