@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+from helpers import FLOAT_DTYPES
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 from numba import njit
@@ -210,17 +211,21 @@ def test_threaded_engine_is_threaded():
         assert engine.prepare(spec, (4, 3, 9, 9), np.dtype(np.float32), Layout.NCX).pieces > 1
 
 
-@pytest.mark.parametrize("shape, layout, kernel, cut", [
-    ((1, 30, 20, 16), "NXC", [3, 3], True),  # one channels-last slab: a batch of one
-    ((3, 30, 20, 16), "NXC", [3, 3], True),  # three slabs, four pieces or more
-    ((1, 1, 40, 50), "NCX", [2, 2], True),  # one channels-first plane
-    ((1, 1, 5000), "NCX", [4], True),  # one 1-D line
-    ((64, 30, 20, 16), "NXC", [3, 3], False),  # slabs enough
-    ((1, 30, 20, 16), "NXC", [5, 5], False),  # float32 k5: the exact running sums sweep a slab whole
-    ((1, 9, 7, 40), "NXC", [9, 7], True),  # a global window (no pads): parts of the channels
-    ((1, 1, 9, 7), "NCX", [9, 7], False),  # one global contiguous sum
+@pytest.mark.parametrize("shape, layout, kernel, dtype, cut", [
+    ((1, 30, 20, 16), "NXC", [3, 3], "float32", True),  # one channels-last slab: a batch of one
+    ((1, 30, 20, 16), "NXC", [3, 3], "float16", True),  # the parts' rows widened, their outputs narrowed
+    ((1, 30, 20, 16), "NXC", [3, 3], "bfloat16", True),
+    ((3, 30, 20, 16), "NXC", [3, 3], "float64", True),  # three slabs, four pieces or more
+    ((1, 1, 40, 50), "NCX", [2, 2], "float32", True),  # one channels-first plane
+    ((1, 1, 5000), "NCX", [4], "float32", True),  # one 1-D line
+    ((64, 30, 20, 16), "NXC", [3, 3], "float32", False),  # slabs enough
+    ((1, 30, 20, 16), "NXC", [5, 5], "float32", False),  # the exact running sums sweep a slab whole
+    ((1, 30, 20, 16), "NXC", [5, 5], "float16", True),  # no exact sums
+    ((1, 9, 7, 40), "NXC", [9, 7], "float32", True),  # a global window (no pads): parts of the channels
+    ((1, 9, 7, 40), "NXC", [9, 7], "float16", False),  # widened in whole slabs
+    ((1, 1, 9, 7), "NCX", [9, 7], "float64", False),  # one global contiguous sum
 ])
-def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, cut):
+def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, dtype, cut):
     """Fewer slabs than pieces (a channels-last batch of one): each slab's first-axis outputs (or
     a global window's channels) are cut into parts that the threads share, with the serial bits,
     NaN and Inf included."""
@@ -230,7 +235,7 @@ def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, cut):
 
     pads = [0 if kernel == [9, 7] else 1] * 2 * len(kernel)
     spec = onnx_dialect.make_spec(22, shape, kernel, pads=pads)
-    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    x = np.random.default_rng(5).standard_normal(shape).astype({d.name: d for d in FLOAT_DTYPES}[dtype])
     x.flat[::37] = np.nan
     x.flat[5::41] = np.inf
     serial = avgpool.average_pool(x, kernel, pads=pads, layout=layout)
@@ -241,7 +246,7 @@ def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, cut):
     parts = prepared.kernel_args[0].parts
     assert (parts > 1) == cut and prepared.items == slabs * parts
     assert (prepared.pieces > 1) == (prepared.items > 1)
-    assert np.array_equal(shared, serial, equal_nan=True)
+    assert np.array_equal(shared.view(np.uint8), serial.view(np.uint8))
 
 
 def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job():

@@ -162,8 +162,8 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     # is pooled on its own, so groups never span more than a block
     slab_in = max(1, math.prod(shape) // max(1, slabs))
     block = max(1, tune.widen_block_elements // slab_in)
-    args = (_slab_tables(t, min(group, block), channels, 1), bool(dtype != np.float16), block)
-    return PreparedPool(out_shape, dtype, slabs, separable.pool_slabs_16, args, pieces, True)
+    args = (_slab_tables(t, min(group, block), channels, parts), bool(dtype != np.float16), block)
+    return PreparedPool(out_shape, dtype, items, separable.pool_slabs_16, args, pieces, True)
 
 
 def _slab_parts(slabs: int, channels: int, work: int, dtype: np.dtype, t: KernelTables,
@@ -172,11 +172,11 @@ def _slab_parts(slabs: int, channels: int, work: int, dtype: np.dtype, t: Kernel
     there are fewer slabs than pieces, as in a channels-last batch of one (1x112x112x64 3x3 p1,
     one slab, ran on one thread at 1.4 times onnxruntime's time; ``benchmarks/bench.py``'s NHWC
     batch-1 rows). The separable passes with direct sums along the first axis cut a slab's
-    first-axis outputs, global windows over channels (NXC) their channels. The exact running sums
-    sweep a slab whole (one fixed point for its values), and so do the small planes; float16 and
-    bfloat16 are widened in blocks of whole slabs."""
+    first-axis outputs (float16/bfloat16: widening the input rows each part reads), global
+    windows over channels (NXC, float32/float64) their channels. The exact running sums sweep a
+    slab whole (one fixed point for its values), and so do the small planes."""
     axes = t.axes
-    if dtype not in _NATIVE or running is not None or axes[0, columns.PLANE_PAD] >= 0:
+    if running is not None or axes[0, columns.PLANE_PAD] >= 0 or (dtype not in _NATIVE and t.global_scale > 0):
         return 1
     if t.global_scale > 0:
         most = channels if channels > 1 else 1  # one channel: one contiguous sum

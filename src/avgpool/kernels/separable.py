@@ -221,16 +221,45 @@ def pool_slabs(x, out, start, stop, t):
                 scratch, t.scratch_size, np.empty(longest), t.parts)
 
 
+@kernel(**JIT)
+def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out):
+    """Items ``start..stop`` of float16/bfloat16 bit patterns, each a part of a slab (a range of
+    first-axis outputs, :func:`_pool_slabs`): only the input rows the part's windows read are
+    widened (at their place in a slab-sized buffer), pooled as that part of slab 0, and its
+    outputs rounded back."""
+    axes, firsts, counts, parts = t.axes, t.firsts, t.counts, t.parts
+    n0, t0, dil = axes[0, OUTPUTS], axes[0, OFFSET], axes[0, DILATION]
+    row_in, row_out = slab_in // max(1, axes[0, LENGTH]), slab_out // max(1, n0)
+    wide_in = np.empty(slab_in, np.float32)
+    wide_out = np.empty(slab_out, np.float64)
+    for item in range(start, stop):
+        b, part = item // parts, item % parts
+        r0, r1 = part * n0 // parts, (part + 1) * n0 // parts
+        lo, hi = axes[0, LENGTH], 0
+        for o in range(r0, r1):
+            if counts[t0 + o] > 0:
+                lo = min(lo, firsts[t0 + o])
+                hi = max(hi, firsts[t0 + o] + (counts[t0 + o] - 1) * dil + 1)
+        if hi > lo:
+            widen(bits, b * slab_in + lo * row_in, b * slab_in + hi * row_in, bfloat16, wide_in[lo * row_in:])
+        pool_slabs(wide_in, wide_out, part, part + 1, t)
+        narrow(wide_out[r0 * row_out:r1 * row_out], out_bits, b * slab_out + r0 * row_out, bfloat16)
+
+
 @kernel(entry=True, **JIT)
 def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
     ``block_slabs`` slabs are widened to float32, pooled in float64 by the tables ``t`` and
-    rounded once back."""
+    rounded once back; or, with ``t.parts > 1``, items ``start..stop``, parts of slabs
+    (:func:`_parts_16`)."""
     axes = t.axes
     slab_in, slab_out = t.channels, t.channels
     for axis in range(axes.shape[0]):
         slab_in *= axes[axis, LENGTH]
         slab_out *= axes[axis, OUTPUTS]
+    if t.parts > 1:
+        _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out)
+        return
     wide_in = np.empty(block_slabs * slab_in, np.float32)
     wide_out = np.empty(block_slabs * slab_out, np.float64)
     for b in range(start, stop, block_slabs):
@@ -238,3 +267,4 @@ def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
         pool_slabs(wide_in, wide_out, 0, n, t)
         narrow(wide_out[:n * slab_out], out_bits, b * slab_out, bfloat16)
+
