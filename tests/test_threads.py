@@ -219,7 +219,11 @@ def test_threaded_engine_is_threaded():
     ((1, 1, 40, 50), "NCX", [2, 2], "float32", True),  # one channels-first plane
     ((1, 1, 5000), "NCX", [4], "float32", True),  # one 1-D line
     ((64, 30, 20, 16), "NXC", [3, 3], "float32", False),  # slabs enough
-    ((1, 30, 20, 16), "NXC", [5, 5], "float32", False),  # the exact running sums sweep a slab whole
+    ((1, 30, 20, 16), "NXC", [5, 5], "float32", True),  # the exact running sums, or the float64 passes
+    ((1, 30, 20, 16), "NXC", [15, 5], "float32", False),  # block sums along the first axis
+    ((1, 1, 30, 20), "NCX", [5, 5], "float32", True),  # a channels-first plane, exactly
+    ((1, 1, 9, 8, 7), "NCX", [5, 5, 5], "float32", True),  # a channels-first volume, exactly
+    ((1, 1, 1, 500), "NCX", [1, 5], "float32", False),  # a plane of one row: one line
     ((1, 30, 20, 16), "NXC", [5, 5], "float16", True),  # no exact sums
     ((1, 9, 7, 40), "NXC", [9, 7], "float32", True),  # a global window (no pads): parts of the channels
     ((1, 9, 7, 40), "NXC", [9, 7], "float16", False),  # widened in whole slabs
@@ -233,20 +237,23 @@ def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, dtype, cut):
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.spec import Layout
 
-    pads = [0 if kernel == [9, 7] else 1] * 2 * len(kernel)
+    pads = [0 if kernel in ([9, 7], [1, 5]) else 1] * 2 * len(kernel)
     spec = onnx_dialect.make_spec(22, shape, kernel, pads=pads)
-    x = np.random.default_rng(5).standard_normal(shape).astype({d.name: d for d in FLOAT_DTYPES}[dtype])
-    x.flat[::37] = np.nan
-    x.flat[5::41] = np.inf
-    serial = avgpool.average_pool(x, kernel, pads=pads, layout=layout)
+    finite = np.random.default_rng(5).standard_normal(shape).astype({d.name: d for d in FLOAT_DTYPES}[dtype])
+    special = finite.copy()  # float32 with NaN and Inf: not the exact sums, the float64 passes
+    special.flat[::37] = np.nan
+    special.flat[5::41] = np.inf
     with threaded_everywhere():
-        prepared = engine.prepare(spec, shape, x.dtype, Layout[layout])
-        shared = avgpool.average_pool(x, kernel, pads=pads, layout=layout)
+        prepared = engine.prepare(spec, shape, finite.dtype, Layout[layout])
     slabs = shape[0] * (shape[1] if layout == "NCX" else 1)
     parts = prepared.kernel_args[0].parts
     assert (parts > 1) == cut and prepared.items == slabs * parts
     assert (prepared.pieces > 1) == (prepared.items > 1)
-    assert np.array_equal(shared.view(np.uint8), serial.view(np.uint8))
+    for x in (finite, special):
+        serial = avgpool.average_pool(x, kernel, pads=pads, layout=layout)
+        with threaded_everywhere():
+            shared = avgpool.average_pool(x, kernel, pads=pads, layout=layout)
+        assert np.array_equal(shared.view(np.uint8), serial.view(np.uint8))
 
 
 def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job():

@@ -155,7 +155,7 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
             return PreparedPool(out_shape, dtype, items, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
-        return PreparedPool(out_shape, dtype, slabs, exact.pool_slabs_exact, (slab_tables, running, fallback),
+        return PreparedPool(out_shape, dtype, items, exact.pool_slabs_exact, (slab_tables, running, fallback),
                             pieces, False)
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
@@ -172,11 +172,15 @@ def _slab_parts(slabs: int, channels: int, work: int, dtype: np.dtype, t: Kernel
     there are fewer slabs than pieces, as in a channels-last batch of one (1x112x112x64 3x3 p1,
     one slab, ran on one thread at 1.4 times onnxruntime's time; ``benchmarks/bench.py``'s NHWC
     batch-1 rows). The separable passes with direct sums along the first axis cut a slab's
-    first-axis outputs (float16/bfloat16: widening the input rows each part reads), global
-    windows over channels (NXC, float32/float64) their channels. The exact running sums sweep a
-    slab whole (one fixed point for its values), and so do the small planes."""
+    first-axis outputs (float16/bfloat16: widening the input rows each part reads), and so do
+    the exact running sums (each part checks the whole slab's values: one fixed point, the
+    same bits; where a slab fails the check, the separable passes pool its part, hence the
+    same condition) but along a 1-D channels-first line or a plane of one row; global windows
+    over channels (NXC, float32/float64) cut their channels. Small planes are not cut."""
     axes = t.axes
-    if running is not None or axes[0, columns.PLANE_PAD] >= 0 or (dtype not in _NATIVE and t.global_scale > 0):
+    ncx_line = channels == 1 and (axes.shape[0] == 1 or axes[0, columns.LENGTH] == 1)
+    if (axes[0, columns.PLANE_PAD] >= 0 or (dtype not in _NATIVE and t.global_scale > 0)
+            or (running is not None and ncx_line)):
         return 1
     if t.global_scale > 0:
         most = channels if channels > 1 else 1  # one channel: one contiguous sum

@@ -304,18 +304,20 @@ _FRESH = np.int64(-2)
 
 
 @kernel(**COMPUTE)
-def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, clipped, unit, line, sums):
-    """A 2-D NCX slab in one sweep, every intermediate in cache: for each output row, the column
-    sums of its window's rows (a running vector sum over the input rows, kept between zeros in
-    ``line``), then their window sums along the row (:func:`_contiguous_sums`), scaled into
-    ``out``. The last axis has stride 1; ``pad_begin``, ``kernel`` and ``clipped`` are its own."""
-    n0, t0 = axes[0, OUTPUTS], axes[0, OFFSET]
+def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, clipped, unit, line, sums,
+                 r0, r1):
+    """Output rows ``r0..r1`` of a 2-D NCX slab in one sweep, every intermediate in cache: for
+    each output row, the column sums of its window's rows (a running vector sum over the input
+    rows, kept between zeros in ``line``), then their window sums along the row
+    (:func:`_contiguous_sums`), scaled into ``out``. The last axis has stride 1; ``pad_begin``,
+    ``kernel`` and ``clipped`` are its own."""
+    t0 = axes[0, OFFSET]
     width, n1, t1 = axes[1, LENGTH], axes[1, OUTPUTS], U(axes[1, OFFSET])
     lead, to_int, m = U(0 if clipped else pad_begin), 1.0 / unit, U(n1)
     for i in range(U(line.shape[0])):
         line[i] = 0
     a, b = 0, 0
-    for o in range(n0):
+    for o in range(r0, r1):
         c = counts[t0 + o]
         w = U(p_out + o * n1)
         scale = unit * scales[t0 + o]
@@ -487,9 +489,11 @@ def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out
 def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
            state, line, sums, row_factors, dims, box):
     """The outputs of one box of a slab (NXC, or NCX of 3 or more axes), in one sweep along axis
-    0: level ``i`` is the running sum along axis ``i`` of rows of ``levels[i, 0]`` values (the
-    product of the box's later lengths and channels) of level ``i - 1`` (level 0: of the input,
-    converted as they enter and leave), kept in ``ints`` from ``levels[i, 1]``. Each time the
+    0 (its outputs ``box[0, _U0]`` to ``box[0, _U1]``, the whole axis but in a part of a slab,
+    the input rows counted from the slab's first): level ``i`` is the running sum along axis
+    ``i`` of rows of ``levels[i, 0]`` values (the product of the box's later lengths and
+    channels) of level ``i - 1`` (level 0: of the input, converted as they enter and leave),
+    kept in ``ints`` from ``levels[i, 1]``. Each time the
     levels above the last one stand at a new output, :func:`_last_level` makes every output of
     the box along the last one. ``state[i]`` = (output, a, b) of level ``i``."""
     ndim = axes.shape[0]
@@ -505,7 +509,7 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         # or nothing, so the last level reads the input row itself (level 0 would copy the slab)
         n1, t1, c = axes[1, OUTPUTS], axes[1, OFFSET], U(box[ndim, _LENGTH])
         src = p_in + box[1, _LO] * channels + c0
-        for o in range(axes[0, OUTPUTS]):
+        for o in range(box[0, _U0], box[0, _U1]):
             if counts[axes[0, OFFSET] + o] > 0:
                 _last_level(x, True, src, channels, ints, levels, last, o, out, p_out, axes, firsts, counts, scales,
                             ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
@@ -519,7 +523,7 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         return
     q, runs, run = _box_runs(box, dims)
     level = 0
-    state[0, 0], state[0, 1], state[0, 2] = 0, _FRESH, _FRESH
+    state[0, 0], state[0, 1], state[0, 2] = box[0, _U0], _FRESH, _FRESH
     while True:
         i = level
         o = state[i, 0]
@@ -554,10 +558,12 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
 
 @kernel(**COMPUTE)
 def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints,
-                  levels, state, line, sums, row_factors, boxed, dims, box):
-    """A slab of any other shape (NXC, or NCX of 3 or more axes): box by box when ``boxed``
-    (:func:`_sweep` each; the boxes' windows share no running sum, so the integers summed are
-    the same), else in one sweep (``box`` and ``levels`` hold the whole slab's)."""
+                  levels, state, line, sums, row_factors, boxed, dims, box, r0, r1):
+    """Outputs ``r0..r1`` along axis 0 of a slab of any other shape (NXC, or NCX of 3 or more
+    axes): box by box when ``boxed`` (:func:`_sweep` each; the boxes' windows share no running
+    sum, so the integers summed are the same), else in one sweep (``box`` and ``levels`` hold
+    the whole slab's)."""
+    box[0, _U0], box[0, _U1] = r0, r1
     if not boxed:
         _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
                state, line, sums, row_factors, dims, box)
@@ -566,6 +572,7 @@ def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_be
         dims[d, _AT] = 0
     while True:
         _set_box(axes, firsts, counts, dims, box)
+        box[0, _U0], box[0, _U1] = r0, r1  # axis 0 is never cut in boxes: its input stays whole
         _box_levels(box, ncx, levels)
         _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
                state, line, sums, row_factors, dims, box)
@@ -575,10 +582,12 @@ def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_be
 
 @kernel(**COMPUTE)
 def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                 row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
-    """Pool slabs ``b..b + slabs`` exactly in int64; False (nothing written) if the check fails
-    (one ``q`` for them all). NCX passes the contiguous axis's (pad_begin, kernel, clipped).
-    ``streamed``: 1-D NCX lines, or 2-D NCX planes of one row, go through :func:`_streamed_lines`."""
+                 row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box, r0, r1):
+    """Pool slabs ``b..b + slabs`` exactly in int64, their outputs ``r0..r1`` along axis 0 (all
+    but in a part of a slab: 2-D or more, not ``streamed``); False (nothing written) if the
+    check fails (one ``q`` for them all, from the whole slabs' values). NCX passes the
+    contiguous axis's (pad_begin, kernel, clipped). ``streamed``: 1-D NCX lines, or 2-D NCX
+    planes of one row, go through :func:`_streamed_lines`."""
     q = fixed_point_exponent(bits, b * slab_in, (b + slabs) * slab_in, headroom)
     if q == NOT_EXACT:
         return False
@@ -610,10 +619,10 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
     for s in range(b, b + slabs):
         if ncx and ndim == 2:
             _exact_plane(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, pad_begin, kernel, clipped,
-                         unit, line, sums)
+                         unit, line, sums, r0, r1)
         else:
             _exact_stream(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, ncx, pad_begin, kernel,
-                          clipped, unit, ints, levels, state, line, sums, row_factors, boxed, dims, box)
+                          clipped, unit, ints, levels, state, line, sums, row_factors, boxed, dims, box, r0, r1)
     return True
 
 
@@ -695,16 +704,26 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
         line = _cache_aligned((passes[0, PASS_LINE] if ncx else 0) + LANES, lead)
         line[:] = 0  # the zeros around a line of column sums (the running sums touch only its values)
         sums = _cache_aligned(most + LANES, 0)
+    n0, parts = axes[0, OUTPUTS], t.parts
+    if parts > 1:  # items are parts of slabs: ranges of their outputs along axis 0, checked whole
+        for item in range(start, stop):
+            b, part = item // parts, item % parts
+            if not _exact_group(x, bits, out, b, 1, slab_in, slab_out, axes, firsts, counts, scales, passes,
+                                headroom, row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box,
+                                part * n0 // parts, (part + 1) * n0 // parts):
+                if not call_native(fallback, x, out, item, item + 1, (t,)):
+                    raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
+        return
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
         if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                        row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
+                        row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box, 0, n0):
             continue
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
             if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                            row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box):
+                            row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box, 0, n0):
                 continue
             if not call_native(fallback, x, out, s, s + 1, (t,)):
                 raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
