@@ -54,7 +54,8 @@ class Workload:
     attrs: dict[str, Any]        # ONNX attributes: kernel_shape, strides, pads, count_include_pad, ...
     dtype: str = "float32"
     layout: str = "NCX"          # "NXC": avgpool gets N, X..., C; peers see it as NCX (see runners)
-    group: str = "table"         # "table" (perf-targets rows), "node" (model nodes) or "scaling" (kernel series)
+    group: str = "table"         # "table" (perf-targets rows), "node" (model nodes), "nhwc node" (the same
+    #                              channels-last) or "scaling" (kernel series)
     note: str = ""
     sources: tuple[str, ...] = ()  # "node" rows: every model node that makes this call
 
@@ -100,9 +101,25 @@ def node_workloads() -> tuple[list[Workload], list[str]]:
     return rows, messages
 
 
+def channels_last(nodes: list[Workload]) -> list[Workload]:
+    """The model-node rows again with the input channels-last (N, H, W, C; avgpool
+    ``layout="NXC"``), as a converted or NHWC-trained model hands it over. Their batch is the
+    model's, 1: one slab for avgpool, whose threads then share parts of it. onnxruntime and
+    OpenVINO have no channels-last float AveragePool and run on an NCHW copy; torch gets the
+    channels_last tensor."""
+    rows = []
+    for w in nodes:
+        n, c, *spatial = w.shape
+        nhwc = (n, *spatial, c)
+        name = w.name.replace("x".join(map(str, w.shape)), "NHWC " + "x".join(map(str, nhwc)), 1)
+        rows.append(Workload(name, nhwc, w.attrs, layout="NXC", group="nhwc node", note=w.note, sources=w.sources))
+    return rows
+
+
 def workloads(messages: list[str] | None = None) -> list[Workload]:
     """The rows of /work/shared/perf-targets.md (all but the uint8 QLinear one), every distinct
-    AveragePool node of onnx's light test models, then the kernel series. Why model-node rows are
+    AveragePool node of onnx's light test models (as the models have them, then channels-last),
+    then the kernel series. Why model-node rows are
     missing, if they are, is appended to ``messages``."""
     k2s2 = {"kernel_shape": [2, 2], "strides": [2, 2]}
     k3p1 = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}
@@ -133,7 +150,7 @@ def workloads(messages: list[str] | None = None) -> list[Workload]:
     nodes, why = node_workloads()
     if messages is not None:
         messages.extend(why)
-    return rows + nodes + series
+    return rows + nodes + channels_last(nodes) + series
 
 
 # --------------------------------------------------------------------------------------------- #
@@ -558,8 +575,8 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
         g = None
 
     # the prepared pool (out=) and the plain function, each against the fastest peer, per row group
-    groups = (("table", "table rows"), ("node", "model-node rows"), ("scaling", "kernel-series rows"),
-              (None, "rows in all"))
+    groups = (("table", "table rows"), ("node", "model-node rows"), ("nhwc node", "NHWC model nodes"),
+              ("scaling", "kernel-series rows"), (None, "rows in all"))
     present = {r.workload.group for r in every}
     for kind, label in (("prepared", "prepared pool"), ("function", "function     ")):
         summary[kind] = {}

@@ -31,7 +31,7 @@ class PreparedPool:
 
     out_shape: tuple[int, ...]
     dtype: np.dtype
-    items: int  # the kernel's work items (slabs, output rows, positions or planes)
+    items: int  # the kernel's work items (slabs or parts of slabs, output rows, positions or planes)
     kernel: Callable[..., None] | None  # kernel(x, out, first item, stop item, *kernel_args); None: empty
     kernel_args: tuple  # () where they come with each call (QLinearAveragePool)
     pieces: int  # shared between threads when more than 1
