@@ -1,5 +1,5 @@
 """The tables and sizes an entry kernel takes, as named tuples built once per prepared pool
-(:func:`avgpool.pools.prepare_tables`): ``kernel(x, out, first slab, stop slab, tables, ...)``
+(:func:`avgpool.pools.prepare_tables`): ``kernel(x, out, first item, stop item, tables, ...)``
 rather than a score of positional arguments. numba passes a named tuple of arrays and integers as
 one argument and resolves its fields by name when it compiles: a field read costs what reading
 an argument did. Each field keeps the Python type it is built with (int, float, bool, int64 and

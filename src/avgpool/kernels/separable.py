@@ -104,12 +104,12 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
     """Pool items ``start..stop`` of the flat input ``x`` into the flat ``out``: item ``i`` is
     part ``i % parts`` of slab ``i // parts``, the outputs of the first axis cut in ``parts``
     ranges (so that threads can share a few big slabs: ``parts > 1`` only with ``group == 1``
-    and direct sums along the first axis). Slabs go ``group`` at a time
-    (consecutive slabs are just more outer rows of each pass, so the set-up of each vector loop
-    is paid once per group; the engine sizes groups to stay in cache). A slab too big for that
-    (``group == 1``) goes in bands of ``band`` outputs of the first axis, every pass done on a
-    band before the next, so that its intermediates stay in cache too. A window's sum does not
-    depend on the band or part it is computed in: the bits are the same however a slab is cut.
+    and direct sums along the first axis). Slabs go ``group`` at a time (consecutive slabs are
+    just more outer rows of each pass, so the set-up of each vector loop is paid once per
+    group; the engine sizes groups to stay in cache). A slab too big for that (``group == 1``)
+    goes in bands of ``band`` outputs of the first axis, every pass done on a band before the
+    next, so that its intermediates stay in cache too. A window's sum does not depend on the
+    band or part it is computed in: the bits are the same however a slab is cut.
 
     ``axes[i]``: axis ``i``'s row of :mod:`.columns` (length, outputs, table offset, ...).
     ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
@@ -267,4 +267,3 @@ def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
         pool_slabs(wide_in, wide_out, 0, n, t)
         narrow(wide_out[:n * slab_out], out_bits, b * slab_out, bfloat16)
-
