@@ -153,12 +153,12 @@ _set_affinity = _affinity_call("sched_setaffinity")
 
 @kernel(**JIT)
 def _step_off(cpu, mask):
-    """Move this thread off ``cpu`` now if it runs there and may run elsewhere, free to run
+    """Move this thread off ``cpu``, the CPU it runs on, if it may run elsewhere, free to run
     anywhere it could before (its CPU set is restored at once: a nudge, not a pin). ``mask``:
     a CPU set's worth of scratch. Linux wakes a thread on its waker's CPU: a helper woken for a
     job, or woken by the caller's handing back the GIL, then spins beside the caller on one CPU
     while another stays idle, for whole batches of calls (threads.py has the timings)."""
-    if cpu < 0 or _this_cpu() != cpu or _get_affinity(mask) != 0:
+    if _get_affinity(mask) != 0:
         return
     word, bit = cpu // 64, np.uint64(1) << np.uint64(cpu % 64)
     if word >= mask.size or not mask[word] & bit:

@@ -653,6 +653,14 @@ def _most_held(axes, firsts, counts, ncx, dims, box, levels):
     return most
 
 
+@kernel(**JIT)
+def _pool_not_exact(fallback, x, out, item, t):
+    """Item ``item`` (a slab, or a part of one) by :func:`.separable.pool_slabs` at its native
+    address ``fallback``: its values failed the exact path's check."""
+    if not call_native(fallback, x, out, item, item + 1, (t,)):
+        raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
+
+
 @kernel(entry=True, wide=True, **JIT)
 def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``sums_plan.group`` slabs
@@ -711,8 +719,7 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
             if not _exact_group(x, bits, out, b, 1, slab_in, slab_out, axes, firsts, counts, scales, passes,
                                 headroom, row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box,
                                 part * n0 // parts, (part + 1) * n0 // parts):
-                if not call_native(fallback, x, out, item, item + 1, (t,)):
-                    raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
+                _pool_not_exact(fallback, x, out, item, t)
         return
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
@@ -725,5 +732,4 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
             if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
                             row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box, 0, n0):
                 continue
-            if not call_native(fallback, x, out, s, s + 1, (t,)):
-                raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
+            _pool_not_exact(fallback, x, out, s, t)
