@@ -71,15 +71,28 @@ def _cpus_allowed() -> int:
     """The CPUs the calling thread and the helpers may run on together: a process limited to
     one, by ``taskset`` or a container's CPU set, has no use for helpers, which would only take
     turns with the caller; a caller pinned to one CPU after the helpers started still has them
-    (helpers not yet started will inherit the caller's CPUs)."""
+    (helpers not yet started will inherit the caller's CPUs). A helper stepping off a CPU
+    (:func:`.kernels.crew._keep_apart`) lacks it in its CPU set until it runs again: where the
+    answer would be one CPU, the helper's set is read again over a few milliseconds, with this
+    thread asleep (the helper may be waiting for its CPU), and their union taken."""
     try:
         allowed = os.sched_getaffinity(0)
         crew = _CREW[0] if _CREW else None
         if crew is not None and crew.helpers:
-            allowed = allowed | os.sched_getaffinity(crew.helpers[0].native_id)
+            helper = crew.helpers[0].native_id
+            allowed = allowed | os.sched_getaffinity(helper)
+            for _ in range(_STEP_OFF_READS):
+                if len(allowed) > 1:
+                    break
+                time.sleep(0.001)
+                allowed = allowed | os.sched_getaffinity(helper)
         return len(allowed)
     except (AttributeError, OSError):  # not Linux, or the helper has just exited
         return os.cpu_count() or 1
+
+
+#: Reads of a helper's CPU set, a millisecond apart, before one CPU is taken as all there is.
+_STEP_OFF_READS = 5
 
 
 def pieces_for(items: int, work: int, parallel_from: int, many_pieces_from: int) -> int:

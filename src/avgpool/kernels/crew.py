@@ -157,7 +157,9 @@ def _step_off(cpu, mask):
     anywhere it could before (its CPU set is restored at once: a nudge, not a pin). ``mask``:
     a CPU set's worth of scratch. Linux wakes a thread on its waker's CPU: a helper woken for a
     job, or woken by the caller's handing back the GIL, then spins beside the caller on one CPU
-    while another stays idle, for whole batches of calls (threads.py has the timings)."""
+    while another stays idle, for whole batches of calls (threads.py has the timings). A CPU set
+    given to the thread from outside meanwhile (``os.sched_setaffinity`` on its id) is kept: the
+    set is restored only if it is still the one written here."""
     if _get_affinity(mask) != 0:
         return
     word, bit = cpu // 64, np.uint64(1) << np.uint64(cpu % 64)
@@ -167,10 +169,16 @@ def _step_off(cpu, mask):
     elsewhere = False
     for w in mask:
         elsewhere = elsewhere or w != 0
-    if elsewhere:
-        _set_affinity(mask)  # the system moves this thread before the call returns
-        mask[word] |= bit
-        _set_affinity(mask)
+    if not elsewhere or _set_affinity(mask) != 0:  # the system moves this thread before it returns
+        return
+    now = np.empty_like(mask)
+    if _get_affinity(now) != 0:
+        return
+    for i in range(mask.size):
+        if now[i] != mask[i]:
+            return
+    mask[word] |= bit
+    _set_affinity(mask)
 
 
 @kernel(**JIT)
