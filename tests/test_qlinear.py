@@ -217,7 +217,8 @@ def test_one_short_output_row_per_plane(runner, threaded):
 def test_larger_inputs_threaded(runner, channels_last):
     """Inputs big enough for several chunks (on numba threads), general and global paths."""
     rng = np.random.default_rng(11 + channels_last)
-    with tuning.tuned(qlinear_parallel_work=1, qlinear_global_parallel_work=1):
+    with tuning.tuned(qlinear_parallel_work=1, qlinear_global_parallel_work=1,
+                      qlinear_global_ncx_parallel_work=1):
         qlinear.forget()
         cases = [([2, 2], [2, 2], [0, 0, 0, 0], [32, 56, 56], 0),
                  ([3, 3], [1, 1], [1, 1, 1, 1], [24, 28, 28], 0),

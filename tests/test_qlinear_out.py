@@ -56,7 +56,8 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.fixture(params=[False, True], ids=["serial", "threaded"])
 def threaded(request):
-    with tuning.tuned(**({"qlinear_parallel_work": 1, "qlinear_global_parallel_work": 1} if request.param else {})):
+    with tuning.tuned(**({"qlinear_parallel_work": 1, "qlinear_global_parallel_work": 1,
+                            "qlinear_global_ncx_parallel_work": 1} if request.param else {})):
         qlinear.forget()  # calls remembered by their arguments (tuned() forgets the engines' own)
         yield request.param
     qlinear.forget()

@@ -204,13 +204,13 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
         return _prepared(geometry, out_shape, _EMPTY, shape, out_shape, 0, 1, (), in_shape=shape, dtype=dtype)
     if geometry.global_path:
         n = geometry.image_size
-        parallel_from = tuning.current().qlinear_global_parallel_work
+        t = tuning.current()
         if nxc:
             return _prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
-                             _pieces(size, batch, parallel_from), (), in_shape=shape, dtype=dtype)
+                             _pieces(size, batch, t.qlinear_global_parallel_work), (), in_shape=shape, dtype=dtype)
         return _prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
-                         batch * channels, _pieces(size, batch * channels, parallel_from), (), in_shape=shape,
-                         dtype=dtype)
+                         batch * channels, _pieces(size, batch * channels, t.qlinear_global_ncx_parallel_work), (),
+                         in_shape=shape, dtype=dtype)
     return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
 
 

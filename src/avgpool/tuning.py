@@ -141,9 +141,15 @@ class Tuning:
     #: p1, 410K, 24.0 vs 19.7; 1x28x28x256 2x2 s2, 392K, 16.7 vs 11.3).
     #: Re-measured by bench_qlinear.py's NHWC node rows; tests/test_qlinear.py forces it to 1.
     qlinear_parallel_work: int = 1 << 17
-    #: The integer global paths (a whole plane per output, int16/int32 sums: ~50 elements per ns)
+    #: The integer global path channels last (int16 sums across channels, ~40 elements per ns)
     #: below this many input elements (1x13x13x1000, 169K elements, ~4 us serial, stays serial).
     qlinear_global_parallel_work: int = 1 << 19
+    #: The same channels first, one int32 sum per plane: planes of a few dozen values leave LLVM's
+    #: 64-wide vector loop mostly to its scalar remainder (~10-17 elements per ns), so two threads
+    #: pay from ~64K elements (serial vs shared, medians: 1x1024x7x7, 50K, 4.8 vs 5.9 us;
+    #: 1x2048x7x7, 100K, 8.1 vs 5.8; 1x1000x13x13, 169K, 10.2 vs 8.6). bench_qlinear.py's NCHW
+    #: global rows; tests/test_qlinear*.py force it to 1.
+    qlinear_global_ncx_parallel_work: int = 1 << 16
     #: The same for the channels-first general path, whose operations cost more (a window's taps
     #: are a chain of dependent float32 additions in onnxruntime's order): there two threads
     #: already pay from ~70K operations (serial vs threaded, medians: 1x1024x6x6 7x7 pads

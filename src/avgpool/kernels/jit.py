@@ -304,11 +304,11 @@ class _CompileLog(event.Listener):
 
 
 def _data_type(args: Any) -> str:
-    """What a kernel is being compiled for, in a user's words: the dtype of its first array."""
-    for arg in args:
-        if hasattr(arg, "dtype"):
-            return f"{arg.dtype} arrays"
-    return "its arguments"
+    """What a kernel is being compiled for, in a user's words: the dtype of its first data array
+    (the threads' wait loops take their int64 job board first, then the data)."""
+    dtypes = [str(arg.dtype) for arg in args if hasattr(arg, "dtype")]
+    data = [d for d in dtypes if d != "int64"] or dtypes
+    return f"{data[0]} arrays" if data else "its arguments"
 
 
 event.register("numba:compile", _CompileLog())
