@@ -53,6 +53,9 @@ class Tuning:
     #: (1 MiB per core here) with their input; 512 KiB beat 2 MiB and 256 KiB (bench.py's
     #: 32x192x28x28 3x3 and 1x16x256x256 k5/k11 float64 rows).
     overlapping_group_scratch_bytes: int = 1 << 19
+    #: Channels-last planes of at least this many channels whose windows allow it run both passes
+    #: fused (tables.fuses_passes): the fused loops run over the channels, too short below.
+    fused_min_channels: int = 16
     #: A slab whose intermediates exceed the group budget alone is pooled in bands of first-axis
     #: outputs whose two buffers take about this much cache (tests/test_properties.py in_bands).
     band_scratch_bytes: int = 1 << 18

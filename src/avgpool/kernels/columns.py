@@ -12,7 +12,8 @@ BLOCK = 5  # the block size of the partial sums, 0 for direct taps
 INNER_LO = 6  # the first output whose window lies wholly inside the input
 INNER_HI = 7  # one past the last such output
 PLANE_PAD = 8  # the axis's pad_begin where the small-plane kernel pools the slabs, else -1
-AXIS_COLUMNS = 9
+FUSED = 9  # axis 0: 1 where the two passes of a channels-last plane run fused (tables.fuses_passes)
+AXIS_COLUMNS = 10
 
 # RunningPlan.passes: one row per running-sum pass, the contiguous axis of NCX first; the last
 # four columns are 0 but for that axis
