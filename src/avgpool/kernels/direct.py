@@ -40,7 +40,7 @@ def _side_by_side_sums(src, p, dst, o, m, taps, scale, acc):
 
 
 @kernel(**COMPUTE)
-def _strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, stride, scale, acc):
+def strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, stride, scale, acc):
     """``dst[w + a*dst_row + i] = scale * sum_j src[p0 + a*src_row + j*tap_step + i*stride]``
     for ``a < rows``, ``i < m``: the one loop nest every direct sum goes through.
 
@@ -226,7 +226,7 @@ def direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, count
             _edge_column(src, s0 + firsts[t0 + o], dst, d0 + o, outer, length, n_out, counts[t0 + o], dil,
                          scales[t0 + o])
         else:
-            _strided_sums(src, s0 + firsts[t0 + o] * inner, dst, d0 + o * inner, outer, length * inner,
+            strided_sums(src, s0 + firsts[t0 + o] * inner, dst, d0 + o * inner, outer, length * inner,
                           n_out * inner, inner, counts[t0 + o], dil * inner, 1, scales[t0 + o], acc)
 
 
@@ -260,17 +260,17 @@ def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, s
         # windows side by side are summed in pairs in acc: taps values per output
         chunk = max(1, acc.shape[0] // taps) if _side_by_side(taps, dil, stride) else acc.shape[0]
         for c in range(0, total, chunk):
-            _strided_sums(src, start + c * stride, dst, d0 + lo + c, 1, 0, 0, min(chunk, total - c), taps, dil,
+            strided_sums(src, start + c * stride, dst, d0 + lo + c, 1, 0, 0, min(chunk, total - c), taps, dil,
                           stride, scale, acc)
     elif inner == 1:
-        _strided_sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, dil, stride, scale, acc)
+        strided_sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, dil, stride, scale, acc)
     elif stride == 1:
-        _strided_sums(src, start, dst, d0 + lo * inner, outer, length * inner, n_out * inner, (hi - lo) * inner,
+        strided_sums(src, start, dst, d0 + lo * inner, outer, length * inner, n_out * inner, (hi - lo) * inner,
                       taps, dil * inner, 1, scale, acc)
     elif n_out * stride == length:  # as above: one row of ``inner`` values per output of every row
-        _strided_sums(src, start, dst, d0 + lo * inner, (outer - 1) * n_out + hi - lo, stride * inner, inner, inner,
+        strided_sums(src, start, dst, d0 + lo * inner, (outer - 1) * n_out + hi - lo, stride * inner, inner, inner,
                       taps, dil * inner, 1, scale, acc)
     else:
         for o in range(lo, hi):
-            _strided_sums(src, start + (o - lo) * stride * inner, dst, d0 + o * inner, outer, length * inner,
+            strided_sums(src, start + (o - lo) * stride * inner, dst, d0 + o * inner, outer, length * inner,
                           n_out * inner, inner, taps, dil * inner, 1, scale, acc)

@@ -26,7 +26,7 @@ import numpy as np
 
 from .blocks import block_pass
 from .columns import BLOCK, DILATION, FUSED, INNER_HI, INNER_LO, LENGTH, OFFSET, OUTPUTS, PLANE_PAD, STRIDE
-from .direct import direct_pass
+from .direct import direct_pass, strided_sums
 from .halfwidth import narrow, widen
 from .jit import COMPUTE, JIT, ONE, ZERO, U, kernel
 from .small_planes import pool_small_planes
@@ -173,8 +173,10 @@ def _fused_rows(x, out, b, r0, r1, axes, firsts, counts, scales, channels, h):
     most three taps along each axis and do not overlap along the second (tables.fuses_passes):
     both passes at once, on vectors of channels, with no intermediate in memory. Each column's
     sum is scaled, then the columns are summed and scaled, in the passes' order, so the bits are
-    those of the two passes (1x56x56x128 2x2 s2, serial: 37 us against 62).
-    ``h`` holds three columns' sums of ``channels`` values."""
+    those of the two passes (1x56x56x128 2x2 s2, prepared, two threads: 23-24 us against 32-33;
+    benchmarks/README.md).
+    ``h`` holds three columns' sums of ``channels`` values (taps <= 3: the sums of
+    :func:`.direct.strided_sums` need no accumulator)."""
     f64 = np.float64
     l1, n0, n1 = axes[1, LENGTH], axes[0, OUTPUTS], axes[1, OUTPUTS]
     t0, t1 = axes[0, OFFSET], axes[1, OFFSET]
@@ -194,47 +196,10 @@ def _fused_rows(x, out, b, r0, r1, axes, firsts, counts, scales, channels, h):
                     out[o + k] = ((f64(x[p + k]) + f64(x[p + tap_h + k])) * sh
                                   + (f64(x[q + k]) + f64(x[q + tap_h + k])) * sh) * sw
                 continue
-            for j in range(taps_w):
-                _column_sums(x, p + U(j) * tap_w, tap_h, taps_h, sh, h, U(j) * c, c)
-            _scaled_total(h, taps_w, sw, out, o, c)
-
-
-@kernel(**COMPUTE)
-def _column_sums(x, p, tap_h, taps, scale, h, w, c):
-    """``h[w + k] = scale * (the 0 to 3 taps x[p + k + j * tap_h])`` for ``k < c``, as the first
-    pass sums them (no tap: ``0 * scale``, NaN unless padding counts)."""
-    f64 = np.float64
-    t2 = tap_h + tap_h
-    if taps == 0:
-        for k in range(c):
-            h[w + k] = 0.0 * scale
-    elif taps == 1:
-        for k in range(c):
-            h[w + k] = f64(x[p + k]) * scale
-    elif taps == 2:
-        for k in range(c):
-            h[w + k] = (f64(x[p + k]) + f64(x[p + tap_h + k])) * scale
-    else:
-        for k in range(c):
-            h[w + k] = (f64(x[p + k]) + f64(x[p + tap_h + k]) + f64(x[p + t2 + k])) * scale
-
-
-@kernel(**COMPUTE)
-def _scaled_total(h, taps, scale, out, o, c):
-    """``out[o + k] = scale * (the 0 to 3 column sums h[k + j * c])``, as the second pass sums them."""
-    c2 = c + c
-    if taps == 0:
-        for k in range(c):
-            out[o + k] = 0.0 * scale
-    elif taps == 1:
-        for k in range(c):
-            out[o + k] = h[k] * scale
-    elif taps == 2:
-        for k in range(c):
-            out[o + k] = (h[k] + h[c + k]) * scale
-    else:
-        for k in range(c):
-            out[o + k] = (h[k] + h[c + k] + h[c2 + k]) * scale
+            for j in range(taps_w):  # the first pass's sums, then the second's (direct.strided_sums)
+                strided_sums(x, np.int64(p + U(j) * tap_w), h, np.int64(U(j) * c), 1, 0, 0, c, taps_h, tap_h, 1, sh,
+                             h)
+            strided_sums(h, 0, out, np.int64(o), 1, 0, 0, c, taps_w, c, 1, sw, h)
 
 
 @kernel(fastmath={"reassoc"}, **COMPUTE)
@@ -257,8 +222,9 @@ def _global_slabs(x, out, start, stop, channels, scale, acc, parts):
     as vectors of channels, item ``i`` being part ``i % parts`` of the channels of slab
     ``i // parts`` (each channel's sum is its own: the bits do not depend on the parts). Four
     positions are added in pairs before each update of the running sums, which then load and
-    store once per four rows (1x13x13x500 float32, serial: 6.4 us against 9.4 one row at a time;
-    the order of a float64 sum of float32 terms does not matter to the contract, semantics 1.4).
+    store once per four rows (1x13x13x1000 float32, both parts on one thread: 15.3-15.8 us against
+    17.9-18.5 one row at a time; the order of a float64 sum of float32 terms does not matter to
+    the contract, semantics 1.4).
     """
     slab = x.shape[0] // max(1, out.shape[0] // channels)
     if channels == 1:
