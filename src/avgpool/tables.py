@@ -129,8 +129,12 @@ def fuses_passes(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, 
     vs 13.7 (the fused loops are then too short)."""
     if len(plans) != 2 or channels < tuning.current().fused_min_channels or global_window or any(blocks):
         return False
-    second = plans[1].geometry
-    return all(int(p.count.max(initial=0)) <= 3 for p in plans) and second.stride >= second.extent
+    return all(int(p.count.max(initial=0)) <= 3 for p in plans) and not _windows_overlap(plans[1].geometry)
+
+
+def _windows_overlap(g: AxisGeometry) -> bool:
+    """Whether some input value lies in more than one window along this axis."""
+    return g.stride < g.extent
 
 
 def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...],
@@ -174,7 +178,7 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
         global_scale=1.0 / math.prod(float(p.divisor[0]) for p in plans) if global_window else 0.0,
         band_row_size=band_row,
         band_extra_size=band_extra,
-        windows_overlap=any(p.geometry.stride < p.geometry.extent for p in plans),
+        windows_overlap=any(_windows_overlap(p.geometry) for p in plans),
         plane_masks=plane_masks,
         plane_factors=plane_factors,
         plane_sums=plane_sums,

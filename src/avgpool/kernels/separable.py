@@ -131,12 +131,6 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
             row_out *= axes[axis, OUTPUTS]
     n0 = axes[0, OUTPUTS]
     slab_out = n0 * row_out
-    if axes[0, FUSED] > 0:
-        for item in range(start, stop):
-            b, part = item // parts, item % parts
-            _fused_rows(x, out, b, part * n0 // parts, (part + 1) * n0 // parts, axes, firsts, counts, scales,
-                        channels, scratch)
-        return
     for item in range(start, stop, group):
         b, part = item // parts, item % parts
         slabs = min(group, stop - item)
@@ -262,13 +256,22 @@ def _global_slabs(x, out, start, stop, channels, scale, acc, parts):
 def pool_slabs(x, out, start, stop, t):
     """Pool items ``start..stop`` (any thread: the GIL is released) by the tables ``t``
     (:class:`.arguments.SlabTables`): slabs, or with ``t.parts > 1`` parts of slabs (ranges of
-    first-axis outputs, :func:`_pool_slabs`, or of channels, :func:`_global_slabs`)."""
+    first-axis outputs, :func:`_pool_slabs` and :func:`_fused_rows`, or of channels,
+    :func:`_global_slabs`)."""
     axes = t.axes
     if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
         pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors, np.empty(t.plane_sums))
         return
     if t.global_scale > 0:  # running sums of one slab's channels only
         _global_slabs(x, out, start, stop, t.channels, t.global_scale, np.empty(t.channels), t.parts)
+        return
+    if axes[0, FUSED] > 0:  # three columns' sums of one position's channels only
+        h = np.empty(3 * t.channels)
+        n0, parts = axes[0, OUTPUTS], t.parts
+        for item in range(start, stop):
+            part = item % parts
+            _fused_rows(x, out, item // parts, part * n0 // parts, (part + 1) * n0 // parts, axes, t.firsts,
+                        t.counts, t.scales, t.channels, h)
         return
     scratch = np.empty((2 * t.group + 3) * t.scratch_size)
     longest = 0
