@@ -124,7 +124,7 @@ def test_a_prepared_pool_fed_thousands_of_shapes_stays_small(tmp_path):
 
 def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same_values():
     # a model runner passes a node's own attribute lists on every call: the same objects, which
-    # the function then checks by identity (and a list by a copy of itself) instead of a key
+    # the function then checks by identity (and a list's length and items) instead of a key
     x = np.random.default_rng(1).standard_normal((1, 2, 7, 9)).astype(np.float32)
     kernel, pads = [3, 3], [1, 1, 1, 1]
     first = avgpool.average_pool(x, kernel, pads=pads)
@@ -137,6 +137,14 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     with pytest.raises(avgpool.AvgPoolError, match="kernel_shape"):
         avgpool.average_pool(x, kernel, pads=pads)
     kernel[1] = 3
+    for _ in range(2):  # remembered again as the last call
+        np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
+    assert api._LAST is not None and api._LAST[2] is pads
+    pads.append(0)  # a value more (same object, same first items): refused, not the call remembered
+    with pytest.raises(avgpool.AvgPoolError, match="pads"):
+        avgpool.average_pool(x, kernel, pads=pads)
+    pads.pop()
+    np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
     for other in (x.astype(np.float64), x[:, :, :, :8], np.asfortranarray(x), x.astype(">f4")):
         np.testing.assert_array_equal(avgpool.average_pool(other, kernel, pads=pads),
                                       _fresh(avgpool.average_pool, other, [3, 3], pads=[1, 1, 1, 1]))
