@@ -37,8 +37,10 @@ def ensure_environment(extra: str) -> None:
         return
     target = f"{ROOT}[{extra}]" if extra else str(ROOT)
     print(f"run.py: installing avgpool{f'[{extra}]' if extra else ''} into {VENV} (first run only) ...", flush=True)
-    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-e", target],
-                   check=True)
+    # --no-compile: pip would byte-compile every file of every package (onnx, openvino, dask, ...),
+    # ~15 s of the test set-up on the 2-core machine; Python compiles the modules a run imports
+    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+                    "-e", target], check=True)
     stamp.touch()
 
 

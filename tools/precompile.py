@@ -9,7 +9,9 @@ with numba configured for that level's CPU (NUMBA_CPU_NAME=<level>, no extra fea
 entry kernels' cache files replace that level's folder; where the level has wide features
 (avgpool.kernels.jit.WIDE_FEATURES), a second process compiles them again with those and keeps
 the kernels marked ``wide``. Run it after any change to a file under
-src/avgpool/kernels/, or to numba's version: tests/test_precompiled.py fails until then.
+src/avgpool/kernels/, or to numba's version: tests/test_precompiled.py fails until then. Then
+run the bounds check, ``python3 run.py test -m slow`` (every kernel compiled with bounds checks,
+3-5 min), which records the kernels' stamp: tests/test_boundscheck.py fails until then.
 """
 
 from __future__ import annotations
