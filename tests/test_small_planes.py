@@ -110,8 +110,9 @@ def test_stride_two_gives_the_results_of_the_separable_passes(dtype, plane, kern
                          count_include_pad=count_include_pad)
             _, spec, _ = _validated(x, 22, opset=22, layout="NCX", auto_pad="NOTSET", ceil_mode=0, dilations=None,
                                     **attrs)
-            assert (tables.kernel_tables(spec, plane, 1).axes[:, 8] >= 0).all()
-            small = avgpool.average_pool(x, **attrs)
+            with tuning.tuned(stride_two_planes_need_mask_registers=0):  # the rows on any CPU
+                assert (tables.kernel_tables(spec, plane, 1).axes[:, 8] >= 0).all()
+                small = avgpool.average_pool(x, **attrs)
             with tuning.tuned(small_plane_values=0):
                 separable = avgpool.average_pool(x, **attrs)
             assert _same_results(small, separable), (channels, attrs)
@@ -157,8 +158,35 @@ def test_threads_split_small_planes_anywhere():
 def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None)
     _, spec, _ = _validated(np.zeros(shape, np.float32), 22, opset=22, layout="NCX", **{**defaults, **attrs})
-    found = tables.kernel_tables(spec, shape[2:], 1)
+    with tuning.tuned(stride_two_planes_need_mask_registers=0):  # the stride-2 rows' geometry on any CPU
+        found = tables.kernel_tables(spec, shape[2:], 1)
     assert bool((found.axes[:, 8] >= 0).all()) is expected
+
+
+@pytest.mark.parametrize("cheap", [False, True])
+def test_stride_two_rows_only_where_masked_stores_are_cheap(monkeypatch, cheap):
+    # their lane-masked stores are AVX2 vmaskmov without AVX-512, 2x slower than the separable
+    # passes on an AMD EPYC (tuning.stride_two_planes_need_mask_registers)
+    monkeypatch.setattr(tables, "masked_stores_are_cheap", lambda: cheap)
+    tables.kernel_tables.cache_clear()  # its key holds the tuning, not the CPU
+    try:
+        for kernel, pads in (((2, 2), [0, 0, 0, 0]), ((3, 3), [1, 1, 1, 1])):
+            _, spec, _ = _validated(np.zeros((1, 8, 14, 14), np.float32), 22, opset=22, layout="NCX", strides=[2, 2],
+                                    pads=pads, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                                    kernel_shape=list(kernel))
+            found = tables.kernel_tables(spec, (14, 14), 1)
+            assert bool((found.axes[:, 8] >= 0).all()) is cheap, kernel
+    finally:
+        tables.kernel_tables.cache_clear()
+
+
+def test_masked_stores_are_cheap_with_the_avx512_level():
+    from avgpool.kernels import jit
+
+    levels = jit.shipped_levels()
+    if not levels:
+        pytest.skip("no precompiled level runs here")
+    assert tables.masked_stores_are_cheap() is ("avx512f" in jit.LEVELS[levels[0]])
 
 
 @pytest.mark.parametrize(("plane", "flat"), [((7, 7), True), ((1, 9), True), ((28, 28), True), ((6, 6), False),

@@ -198,18 +198,38 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
     window's first and last tap can fall outside the plane), by the flat loops where
     :func:`_flat` takes the rows, else by the masks in planes of at most
     Tuning.small_plane_values values; or every axis at stride 2 (:func:`_stride_two`) in planes of
-    at most Tuning.small_plane_values values. (The finite bits are those of the separable passes:
-    this only picks the faster loops.)"""
+    at most Tuning.small_plane_values values, where masked stores are cheap
+    (Tuning.stride_two_planes_need_mask_registers). (The finite bits are those of the separable
+    passes: this only picks the faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
         return None
     values = math.prod(p.geometry.length for p in plans)
     small = 0 < values <= tuning.current().small_plane_values
     if all(p.geometry.stride == 2 for p in plans):
-        return STRIDE_TWO if small and _stride_two(plans) else None
+        cheap = masked_stores_are_cheap() or not tuning.current().stride_two_planes_need_mask_registers
+        return STRIDE_TWO if small and cheap and _stride_two(plans) else None
     if not all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
                and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans)):
         return None
     return FLAT if _flat(plans) else MASKS if small else None
+
+
+@functools.cache
+def masked_stores_are_cheap() -> bool:
+    """Whether the kernels run here have AVX-512 (the shipped level's features, else this CPU's):
+    vector stores through lane masks are then one instruction with a mask register, where AVX2's
+    ``vmaskmov`` stores are slow on some CPUs (Tuning.stride_two_planes_need_mask_registers)."""
+    from .kernels.jit import LEVELS, shipped_levels
+
+    levels = shipped_levels()
+    if levels:
+        return "avx512f" in LEVELS[levels[0]]
+    import llvmlite.binding as llvm
+
+    try:
+        return bool(llvm.get_host_cpu_features().get("avx512f", False))
+    except RuntimeError:  # LLVM cannot tell on this platform
+        return False
 
 
 def _flat(plans: tuple[AxisPlan, ...]) -> bool:
