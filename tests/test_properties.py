@@ -389,6 +389,23 @@ def test_exact_running_sums_are_exact_where_float64_sums_round():
     assert (np.abs(rounded - exact) > 2 * one_ulp).any()
 
 
+@pytest.mark.parametrize("avx512, first", [(True, 5), (False, 11)])
+def test_the_exact_path_starts_at_the_crossover_of_the_cpu(monkeypatch, avx512, first):
+    """The running sums cost the same for every kernel; the float64 passes grow with it, and on an
+    AVX2 CPU (an AMD EPYC) they are faster up to k9 (tuning.exact_running_min_kernel)."""
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.shape import resolve
+    from avgpool.spec import Layout
+
+    monkeypatch.setattr(tables, "cpu_has_avx512", lambda: avx512)
+    assert tables.exact_min_kernel() == first
+    for k in (first - 2, first):
+        spec = onnx_dialect.make_spec(22, (1, 2, 32, 32), [k, k], pads=[k // 2] * 4)
+        assert tables.uses_running(resolve(spec, (32, 32)), Layout.NCX) is (k >= first)
+    with tuning.tuned(exact_running_min_kernel=3):  # a chosen value wins
+        assert tables.exact_min_kernel() == 3
+
+
 def test_exact_running_path_is_taken_and_decided_per_slab():
     """The benchmark's large kernels take the int64 kernel, and a NaN in one slab sends only that
     slab to the float64 kernels: the other slab's result is the one it has when pooled alone."""
@@ -396,7 +413,7 @@ def test_exact_running_path_is_taken_and_decided_per_slab():
     from avgpool.kernels import running
     from avgpool.spec import Layout
 
-    k = max(tuning.DEFAULT.exact_running_min_kernel, 5)
+    k = max(tables.exact_min_kernel(), 5)
     spec = onnx_dialect.make_spec(22, (1, 16, 64, 64), [k, k], pads=[k // 2] * 4)
     assert engine.prepare(spec, (1, 16, 64, 64), np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
     x = np.random.default_rng(3).standard_normal((1, 2, 64, 64)).astype(np.float32)
@@ -419,7 +436,7 @@ def test_exact_planes_convert_through_float32_or_float64_alike():
     from avgpool.kernels import running
     from avgpool.spec import Layout
 
-    k = max(tuning.DEFAULT.exact_running_min_kernel, 9)
+    k = max(tables.exact_min_kernel(), 9)
     shape = (1, 3, 40, 48)
     spec = onnx_dialect.make_spec(22, shape, [k, k], pads=[k // 2] * 4)
     assert engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact

@@ -163,11 +163,11 @@ def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     assert bool((found.axes[:, 8] >= 0).all()) is expected
 
 
-@pytest.mark.parametrize("cheap", [False, True])
-def test_stride_two_rows_only_where_masked_stores_are_cheap(monkeypatch, cheap):
+@pytest.mark.parametrize("avx512", [False, True])
+def test_stride_two_rows_only_on_cpus_with_avx512(monkeypatch, avx512):
     # their lane-masked stores are AVX2 vmaskmov without AVX-512, 2x slower than the separable
     # passes on an AMD EPYC (tuning.stride_two_planes_need_mask_registers)
-    monkeypatch.setattr(tables, "masked_stores_are_cheap", lambda: cheap)
+    monkeypatch.setattr(tables, "cpu_has_avx512", lambda: avx512)
     tables.kernel_tables.cache_clear()  # its key holds the tuning, not the CPU
     try:
         for kernel, pads in (((2, 2), [0, 0, 0, 0]), ((3, 3), [1, 1, 1, 1])):
@@ -175,18 +175,9 @@ def test_stride_two_rows_only_where_masked_stores_are_cheap(monkeypatch, cheap):
                                     pads=pads, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                                     kernel_shape=list(kernel))
             found = tables.kernel_tables(spec, (14, 14), 1)
-            assert bool((found.axes[:, 8] >= 0).all()) is cheap, kernel
+            assert bool((found.axes[:, 8] >= 0).all()) is avx512, kernel
     finally:
         tables.kernel_tables.cache_clear()
-
-
-def test_masked_stores_are_cheap_with_the_avx512_level():
-    from avgpool.kernels import jit
-
-    levels = jit.shipped_levels()
-    if not levels:
-        pytest.skip("no precompiled level runs here")
-    assert tables.masked_stores_are_cheap() is ("avx512f" in jit.LEVELS[levels[0]])
 
 
 @pytest.mark.parametrize(("plane", "flat"), [((7, 7), True), ((1, 9), True), ((28, 28), True), ((6, 6), False),

@@ -15,6 +15,14 @@ from avgpool.dialects import qlinear as qlinear_dialect
 from avgpool.spec import Layout
 
 
+@pytest.fixture(autouse=True)
+def _exact_from_k5():
+    """The exact running sums from k5 on every CPU, as with AVX-512 (tables.exact_min_kernel: k11
+    with AVX2), where these tests put their windows."""
+    with tuning.tuned(exact_running_min_kernel=5):
+        yield
+
+
 def random_cuts(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
     """``0..n`` cut into up to five ranges at random points (pieces of one are common)."""
     points = sorted(set(rng.integers(1, n, size=rng.integers(0, min(n, 4) + 1)).tolist())) if n > 1 else []

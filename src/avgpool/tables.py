@@ -198,7 +198,7 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
     window's first and last tap can fall outside the plane), by the flat loops where
     :func:`_flat` takes the rows, else by the masks in planes of at most
     Tuning.small_plane_values values; or every axis at stride 2 (:func:`_stride_two`) in planes of
-    at most Tuning.small_plane_values values, where masked stores are cheap
+    at most Tuning.small_plane_values values, on CPUs with AVX-512
     (Tuning.stride_two_planes_need_mask_registers). (The finite bits are those of the separable
     passes: this only picks the faster loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
@@ -206,7 +206,7 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
     values = math.prod(p.geometry.length for p in plans)
     small = 0 < values <= tuning.current().small_plane_values
     if all(p.geometry.stride == 2 for p in plans):
-        cheap = masked_stores_are_cheap() or not tuning.current().stride_two_planes_need_mask_registers
+        cheap = cpu_has_avx512() or not tuning.current().stride_two_planes_need_mask_registers
         return STRIDE_TWO if small and cheap and _stride_two(plans) else None
     if not all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
                and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans)):
@@ -215,15 +215,11 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
 
 
 @functools.cache
-def masked_stores_are_cheap() -> bool:
-    """Whether the kernels run here have AVX-512 (the shipped level's features, else this CPU's):
-    vector stores through lane masks are then one instruction with a mask register, where AVX2's
-    ``vmaskmov`` stores are slow on some CPUs (Tuning.stride_two_planes_need_mask_registers)."""
-    from .kernels.jit import LEVELS, shipped_levels
-
-    levels = shipped_levels()
-    if levels:
-        return "avx512f" in LEVELS[levels[0]]
+def cpu_has_avx512() -> bool:
+    """Whether this CPU has AVX-512 (LLVM's reading of it), which some crossovers depend on: the
+    stride-2 small planes' lane-masked stores (Tuning.stride_two_planes_need_mask_registers) and
+    the exact running sums' kernel sizes (:func:`exact_min_kernel`). The CPU's, not the level of
+    the kernels run: one machine takes the same paths, so gives the same bits, at every level."""
     import llvmlite.binding as llvm
 
     try:
@@ -368,9 +364,16 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
 def uses_running(geometry: tuple[AxisGeometry, ...], layout: Layout) -> bool:
     """Whether float32 windows of this geometry go by the exact running sums (where a slab's
     values allow): see :func:`running_plan`."""
-    return not (max(g.kernel for g in geometry) < tuning.current().exact_running_min_kernel
+    return not (max(g.kernel for g in geometry) < exact_min_kernel()
                 or any(g.dilation != 1 for g in geometry) or all(g.out == 1 for g in geometry)
                 or (layout is Layout.NCX and geometry[-1].stride != 1))
+
+
+def exact_min_kernel() -> int:
+    """Tuning.exact_running_min_kernel, or where it is 0 the crossover of this CPU: 5 with AVX-512,
+    11 without (the running sums' eight-lane integer vectors are twice as wide as AVX2's)."""
+    chosen = tuning.current().exact_running_min_kernel
+    return chosen if chosen > 0 else 5 if cpu_has_avx512() else 11
 
 
 def headroom(geometry: tuple[AxisGeometry, ...]) -> int:

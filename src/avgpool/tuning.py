@@ -77,8 +77,8 @@ class Tuning:
     #: 1x272x14x14 16 against 27; 2x2 s2 1x512x14x14 21 against 27. Re-measured by bench.py's node
     #: rows (1x272x14x14 3x3 s2, 1x512x14x14 2x2); tests/test_small_planes.py turns it off with 0.
     small_plane_values: int = 196
-    #: 1: the stride-2 rows of kernels/small_planes.py only where the kernels run store through
-    #: AVX-512's mask registers (kernels.jit.masked_stores_are_cheap); elsewhere the separable
+    #: 1: the stride-2 rows of kernels/small_planes.py only on CPUs with AVX-512, whose stores
+    #: through lane masks take a mask register (tables.cpu_has_avx512); elsewhere the separable
     #: passes. Their lane-masked stores are AVX2 ``vmaskmov`` there, which an AMD EPYC (Zen 3,
     #: x86-64-v3 kernels) runs slowly: serial, stride-2 rows against the separable passes, 2x2 s2
     #: 1x512x14x14 68-117 us against 34-64, 3x3 s2 p1 1x272x14x14 44-75 against 28-59 (the
@@ -105,8 +105,11 @@ class Tuning:
     # --- float32's exact int64 running sums (tables.running_plan, running_boxes) ---
     #: From this many taps along some axis float32 windows are summed exactly in int64 running sums
     #: (kernels/running.py), whose cost is the same for every kernel size (bench.py's float32
-    #: kernel rows, k3 to k31; tests/test_properties.py exact_from lowers it).
-    exact_running_min_kernel: int = 5
+    #: kernel rows, k3 to k31; tests/test_properties.py exact_from lowers it). 0: by the CPU
+    #: (tables.exact_min_kernel), 5 with AVX-512, 11 without: 1x16x256x256 on an AMD EPYC (AVX2)
+    #: takes 1.3-1.4 ms by the running sums for every kernel, 0.74 ms by the float64 passes at k5,
+    #: 1.07 at k7, 1.17 at k9, 1.5-1.6 at k11.
+    exact_running_min_kernel: int = 0
     #: Input bytes checked and then pooled together on that path: within the L2 cache, so the sums
     #: read what the check has just read (a whole 2 MiB piece cost 5-10% more).
     exact_group_bytes: int = 1 << 18
