@@ -249,6 +249,7 @@ def test_chunks_read_while_the_kernels_load_wait_past_the_bound(monkeypatch):
 
 @pytest.mark.parametrize(("dtype", "kernel", "stride", "reads"),
                          [(np.float32, 3, 2, 1), (np.float64, 7, 1, 1), (np.float32, 7, 2, 1), (np.float32, 7, 1, 2)])
+@pytest.mark.usefixtures("exact_from_k5")  # conftest.py
 def test_each_input_chunk_is_read_once(dtype, kernel, stride, reads):
     # a tile's halo comes from its neighbours' chunks as read for their own tiles (thin pieces cut
     # from them), never from a second reading; float32 windows summed by the exact running sums
@@ -262,11 +263,10 @@ def test_each_input_chunk_is_read_once(dtype, kernel, stride, reads):
         return block
 
     x = da.from_array(np.random.default_rng(4).random((1, 2, 48, 40)).astype(dtype), chunks=(1, 1, 16, 16))
-    with tuning.tuned(exact_running_min_kernel=5):  # as with AVX-512 (tables.exact_min_kernel)
-        lazy = avgpool_dask.average_pool(x.map_blocks(source, dtype=dtype), [kernel, kernel],
-                                         strides=[stride, stride], pads=[kernel // 2] * 4)
-        graph = dict(lazy.__dask_graph__())
-        assert all(not isinstance(task, tuple) for task in graph.values())  # dask's task API, no legacy tuples
-        assert same_bits(lazy.compute(), avgpool.average_pool(x.compute(), [kernel, kernel],
-                                                              strides=[stride, stride], pads=[kernel // 2] * 4))
+    lazy = avgpool_dask.average_pool(x.map_blocks(source, dtype=dtype), [kernel, kernel], strides=[stride, stride],
+                                     pads=[kernel // 2] * 4)
+    graph = dict(lazy.__dask_graph__())
+    assert all(not isinstance(task, tuple) for task in graph.values())  # dask's task API, no legacy tuples
+    assert same_bits(lazy.compute(), avgpool.average_pool(x.compute(), [kernel, kernel], strides=[stride, stride],
+                                                          pads=[kernel // 2] * 4))
     assert len(counts) == 2 * 3 * 3 and set(counts.values()) == {reads}

@@ -16,13 +16,7 @@ from avgpool import tables, tuning
 from avgpool.dialects import onnx as onnx_dialect
 from avgpool.spec import Layout
 
-
-@pytest.fixture(autouse=True)
-def _exact_from_k5():
-    """The exact running sums from k5 on every CPU, as with AVX-512 (tables.exact_min_kernel: k11
-    with AVX2), where these tests put their windows."""
-    with tuning.tuned(exact_running_min_kernel=5):
-        yield
+pytestmark = pytest.mark.usefixtures("exact_from_k5")  # conftest.py
 
 
 ONE_SWEEP = 1 << 60

@@ -14,13 +14,7 @@ from avgpool.dialects import onnx as onnx_dialect
 from avgpool.dialects import qlinear as qlinear_dialect
 from avgpool.spec import Layout
 
-
-@pytest.fixture(autouse=True)
-def _exact_from_k5():
-    """The exact running sums from k5 on every CPU, as with AVX-512 (tables.exact_min_kernel: k11
-    with AVX2), where these tests put their windows."""
-    with tuning.tuned(exact_running_min_kernel=5):
-        yield
+pytestmark = pytest.mark.usefixtures("exact_from_k5")  # conftest.py
 
 
 def random_cuts(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
