@@ -50,8 +50,7 @@ _SCRIPT = textwrap.dedent("""
     report = {}
     # a 32 MB output: 576 MB of tables and plans stayed in the caches
     report["serial 1-D"] = held_after((1, 1, 1 << 24), 2, 2)
-    # the same shared with the helper threads (8 slabs), and the exact float32 path (k11: from k5
-    # or k11, by the CPU, tables.exact_min_kernel)
+    # the same shared with the helper threads (8 slabs), and the exact float32 path
     report["threaded 1-D"] = held_after((1, 8, 1 << 21), 2, 2)
     report["exact 1-D"] = held_after((1, 1, 1 << 23), 11, 1)
 

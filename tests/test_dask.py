@@ -249,7 +249,6 @@ def test_chunks_read_while_the_kernels_load_wait_past_the_bound(monkeypatch):
 
 @pytest.mark.parametrize(("dtype", "kernel", "stride", "reads"),
                          [(np.float32, 3, 2, 1), (np.float64, 7, 1, 1), (np.float32, 7, 2, 1), (np.float32, 7, 1, 2)])
-@pytest.mark.usefixtures("exact_from_k5")  # conftest.py
 def test_each_input_chunk_is_read_once(dtype, kernel, stride, reads):
     # a tile's halo comes from its neighbours' chunks as read for their own tiles (thin pieces cut
     # from them), never from a second reading; float32 windows summed by the exact running sums

@@ -33,13 +33,10 @@ _PEAK = textwrap.dedent("""
     import json, sys
     import numpy as np
     import avgpool
-    from avgpool import engine, tuning
+    from avgpool import engine
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.kernels import running
     from avgpool.spec import Layout
-
-    exact_from_five = tuning.tuned(exact_running_min_kernel=5)  # the exact path from k5 on every CPU
-    exact_from_five.__enter__()
 
     def status(key):
         with open("/proc/self/status") as f:

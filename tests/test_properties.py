@@ -369,41 +369,45 @@ def test_exact_running_sums_match_reference(data):
 
 
 def test_exact_running_sums_are_exact_where_float64_sums_round():
-    """Windows of 2**20, -2**20 and values down to 2**-35: a float64 sum of them rounds (it needs
-    56 bits), the int64 running sum does not, so every output is the exact average rounded once
-    (the float64 kernels miss some by more than two float32 ulps)."""
+    """Windows of 2**15, -2**15 and values of either sign in multiples of 2**-35: each value is an
+    integer of 51 bits in those units (the most the exact sums take), a float64 sum of 49 of them
+    needs 57 bits and rounds, the int64 running sum does not, so every output is the exact
+    average rounded once; the float64 kernels miss some by more than two float32 ulps (where the
+    small values cancel, 36 in this data)."""
     from helpers import ulp
 
     rng = np.random.default_rng(7)
-    small = (rng.integers(1 << 22, 1 << 23, (2, 3, 40, 40)) * 2.0**-34).astype(np.float32)
-    big = np.where(rng.random((2, 3, 40, 40)) < 0.5, 2.0**20, -(2.0**20)).astype(np.float32)
-    x = np.where(rng.random((2, 3, 40, 40)) < 0.3, big, small)
+    shape = (2, 3, 40, 40)
+    small = (rng.integers(1 << 22, 1 << 23, shape) * 2.0**-34 * np.where(rng.random(shape) < 0.5, 1, -1))
+    big = np.where(rng.random(shape) < 0.5, 2.0**15, -(2.0**15))
+    x = np.where(rng.random(shape) < 0.3, big, small).astype(np.float32)
     pads = [(3, 3), (3, 3)]
     exact = reference_pool(x, [7, 7], [1, 1], [1, 1], pads)
     one_ulp = ulp(exact, np.dtype(np.float32))
     with exact_running_from(7):
         got = avgpool.average_pool(x, [7, 7], pads=[3, 3, 3, 3])
-    assert (np.abs(got - exact) <= one_ulp).all()
+    assert (np.abs(got - exact) <= one_ulp * (0.5 + 2.0**-26)).all()  # rounded once, from float64
     with exact_running_from(1 << 30):  # the data is hard: float64 sums do miss
         rounded = avgpool.average_pool(x, [7, 7], pads=[3, 3, 3, 3])
     assert (np.abs(rounded - exact) > 2 * one_ulp).any()
 
 
-@pytest.mark.parametrize("avx512, first", [(True, 5), (False, 11)])
-def test_the_exact_path_starts_at_the_crossover_of_the_cpu(monkeypatch, avx512, first):
-    """The running sums cost the same for every kernel; the float64 passes grow with it, and on an
-    AVX2 CPU (an AMD EPYC) they are faster up to k9 (tuning.exact_running_min_kernel)."""
+@pytest.mark.parametrize("avx512", [True, False])
+def test_the_exact_path_starts_at_k5_on_every_cpu(monkeypatch, avx512):
+    """The running sums cost the same for every kernel, the float64 passes grow with it: from k5
+    the running sums are faster with AVX-512 and with AVX2 alike (tuning.exact_running_min_kernel),
+    so a float32 window takes the same path, and gives the same bits, on either."""
     from avgpool.dialects import onnx as onnx_dialect
     from avgpool.shape import resolve
     from avgpool.spec import Layout
 
     monkeypatch.setattr(tables, "cpu_has_avx512", lambda: avx512)
-    assert tables.exact_min_kernel() == first
-    for k in (first - 2, first):
+    for k in (3, 5):
         spec = onnx_dialect.make_spec(22, (1, 2, 32, 32), [k, k], pads=[k // 2] * 4)
-        assert tables.uses_running(resolve(spec, (32, 32)), Layout.NCX) is (k >= first)
+        assert tables.uses_running(resolve(spec, (32, 32)), Layout.NCX) is (k >= 5)
+    three = resolve(onnx_dialect.make_spec(22, (1, 2, 32, 32), [3, 3], pads=[1] * 4), (32, 32))
     with tuning.tuned(exact_running_min_kernel=3):  # a chosen value wins
-        assert tables.exact_min_kernel() == 3
+        assert tables.uses_running(three, Layout.NCX)
 
 
 def test_exact_running_path_is_taken_and_decided_per_slab():
@@ -413,7 +417,7 @@ def test_exact_running_path_is_taken_and_decided_per_slab():
     from avgpool.kernels import running
     from avgpool.spec import Layout
 
-    k = max(tables.exact_min_kernel(), 5)
+    k = 5
     spec = onnx_dialect.make_spec(22, (1, 16, 64, 64), [k, k], pads=[k // 2] * 4)
     assert engine.prepare(spec, (1, 16, 64, 64), np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
     x = np.random.default_rng(3).standard_normal((1, 2, 64, 64)).astype(np.float32)
@@ -425,10 +429,9 @@ def test_exact_running_path_is_taken_and_decided_per_slab():
     assert np.isnan(got[0, 0]).sum() == k * k
 
 
-def test_exact_planes_convert_through_float32_or_float64_alike():
-    """The column step converts through a float32 product while ``2**-q`` is a float32, and
-    through float64 below that (values under about 2**-104). The same planes scaled by 2**-100
-    (q < -127: float64) and by 2**100 (float32) are pooled exactly both ways: the results are
+def test_exact_planes_at_the_extreme_exponents_scale_exactly():
+    """The same planes scaled by 2**-100 (units of about 2**-150, below float32's smallest
+    normal) and by 2**100 (units of about 2**50) are pooled exactly both ways: the results are
     each other's exactly, times 2**200, and the exact averages rounded."""
     from helpers import ulp
 
@@ -436,21 +439,43 @@ def test_exact_planes_convert_through_float32_or_float64_alike():
     from avgpool.kernels import running
     from avgpool.spec import Layout
 
-    k = max(tables.exact_min_kernel(), 9)
+    k = 9
     shape = (1, 3, 40, 48)
     spec = onnx_dialect.make_spec(22, shape, [k, k], pads=[k // 2] * 4)
     assert engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel is running.pool_slabs_exact
     x = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
     tiny, big = x * np.float32(2.0**-100), x * np.float32(2.0**100)
-    for plane_values, wide in ((tiny, True), (big, False)):
+    for plane_values in (tiny, big):
         q = running.fixed_point_exponent(plane_values.view(np.uint32).ravel(), 0, plane_values.size, 40)
-        assert q != running.NOT_EXACT and (2.0**-q > running._FLOAT32_TOP_POWER) == wide
+        assert q != running.NOT_EXACT
     got_tiny = avgpool.average_pool(tiny, [k, k], pads=[k // 2] * 4)
     got_big = avgpool.average_pool(big, [k, k], pads=[k // 2] * 4)
     assert np.array_equal(got_tiny.astype(np.float64) * 2.0**200, got_big.astype(np.float64))
     exact = reference_pool(big.astype(np.float64), [k, k], [1, 1], [1, 1], [(k // 2, k // 2)] * 2)
     # rounded once from float64, whose products err by a few 2**-53 (a tiny share of an ulp)
     assert (np.abs(got_big - exact) <= ulp(exact, np.dtype(np.float32)) * (0.5 + 2.0**-26)).all()
+
+
+@pytest.mark.parametrize("q", [-149, -126, -100, -35, 0, 23, 76])
+def test_fixed_point_conversion_is_exact_below_2_to_51_units(q):
+    """The kernels turn a float32 into its integer in units of ``2**q`` by adding
+    ``1.5 * 2**(52 + q)`` in float64 and subtracting the bits (``running._fixed``): exact for
+    every multiple of ``2**q`` below ``2**(q + 51)`` in magnitude, of either sign, at every
+    ``q`` a float32 can have; the headroom never lets a value take more bits."""
+    from avgpool.kernels import running
+    from avgpool.shape import resolve
+
+    top = (2**23 - 1) << 28  # 23 significant bits (a float32 holds it), just below 2**51
+    ints = [0, 1, -1, 3, 2**24 - 1, -(2**24 - 1), 12345 << 20, top, -top]
+    bias = running._bias_of(2.0**q)
+    for n in ints:
+        value = np.float32(n * 2.0**q)
+        assert float(value) == n * 2.0**q  # the test's values are float32s
+        assert running._fixed(value, bias) == n, (n, q)
+    from avgpool.dialects import onnx as onnx_dialect
+
+    spec = onnx_dialect.make_spec(22, (1, 1, 4096), [1])  # one tap: the most headroom
+    assert tables.headroom(resolve(spec, (4096,))) == tables.VALUE_BITS_MAX == 51
 
 
 @pytest.mark.parametrize("values, headroom, fits", [

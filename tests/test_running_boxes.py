@@ -16,9 +16,6 @@ from avgpool import tables, tuning
 from avgpool.dialects import onnx as onnx_dialect
 from avgpool.spec import Layout
 
-pytestmark = pytest.mark.usefixtures("exact_from_k5")  # conftest.py
-
-
 ONE_SWEEP = 1 << 60
 
 

@@ -14,8 +14,6 @@ from avgpool.dialects import onnx as onnx_dialect
 from avgpool.dialects import qlinear as qlinear_dialect
 from avgpool.spec import Layout
 
-pytestmark = pytest.mark.usefixtures("exact_from_k5")  # conftest.py
-
 
 def random_cuts(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
     """``0..n`` cut into up to five ranges at random points (pieces of one are common)."""

@@ -60,7 +60,7 @@ def _dialects() -> None:
 KINDS: dict[str, Callable[[], None]] = {
     "float32": _float("float32"),
     "float32-nxc": _float("float32", (1, 16, 16, 3), layout="NXC"),
-    "float32-exact": _float("float32", kernel=11),  # the exact path on every CPU (tables.exact_min_kernel)
+    "float32-exact": _float("float32", kernel=11),  # the exact path (Tuning.exact_running_min_kernel)
     "float32-threads": _float("float32", _THREADED),
     "float32-exact-threads": _float("float32", _THREADED, kernel=11),
     "float64": _float("float64"),

@@ -216,10 +216,10 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
 
 @functools.cache
 def cpu_has_avx512() -> bool:
-    """Whether this CPU has AVX-512 (LLVM's reading of it), which some crossovers depend on: the
-    stride-2 small planes' lane-masked stores (Tuning.stride_two_planes_need_mask_registers) and
-    the exact running sums' kernel sizes (:func:`exact_min_kernel`). The CPU's, not the level of
-    the kernels run: one machine takes the same paths, so gives the same bits, at every level."""
+    """Whether this CPU has AVX-512 (LLVM's reading of it), which a crossover depends on: the
+    stride-2 small planes' lane-masked stores (Tuning.stride_two_planes_need_mask_registers). The
+    CPU's, not the level of the kernels run: one machine takes the same paths, so gives the same
+    bits, at every level."""
     import llvmlite.binding as llvm
 
     try:
@@ -364,21 +364,20 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
 def uses_running(geometry: tuple[AxisGeometry, ...], layout: Layout) -> bool:
     """Whether float32 windows of this geometry go by the exact running sums (where a slab's
     values allow): see :func:`running_plan`."""
-    return not (max(g.kernel for g in geometry) < exact_min_kernel()
+    return not (max(g.kernel for g in geometry) < tuning.current().exact_running_min_kernel
                 or any(g.dilation != 1 for g in geometry) or all(g.out == 1 for g in geometry)
                 or (layout is Layout.NCX and geometry[-1].stride != 1))
 
 
-def exact_min_kernel() -> int:
-    """Tuning.exact_running_min_kernel, or where it is 0 the crossover of this CPU: 5 with AVX-512,
-    11 without (the running sums' eight-lane integer vectors are twice as wide as AVX2's)."""
-    chosen = tuning.current().exact_running_min_kernel
-    return chosen if chosen > 0 else 5 if cpu_has_avx512() else 11
+#: The most bits a value may take as an integer of the exact running sums: the kernels convert
+#: floats to int64 through float64 sums (:func:`.kernels.running._fixed`), exact up to 2**51.
+VALUE_BITS_MAX = 51
 
 
 def headroom(geometry: tuple[AxisGeometry, ...]) -> int:
-    """How many bits a value may take as an integer so that no window sum overflows an int64."""
-    return 62 - math.ceil(math.log2(math.prod(g.kernel for g in geometry)))
+    """How many bits a value may take as an integer so that no window sum overflows an int64,
+    and at most :data:`VALUE_BITS_MAX`."""
+    return min(VALUE_BITS_MAX, 62 - math.ceil(math.log2(math.prod(g.kernel for g in geometry))))
 
 
 def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: Layout,

@@ -105,11 +105,10 @@ class Tuning:
     # --- float32's exact int64 running sums (tables.running_plan, running_boxes) ---
     #: From this many taps along some axis float32 windows are summed exactly in int64 running sums
     #: (kernels/running.py), whose cost is the same for every kernel size (bench.py's float32
-    #: kernel rows, k3 to k31; tests/test_properties.py exact_from lowers it). 0: by the CPU
-    #: (tables.exact_min_kernel), 5 with AVX-512, 11 without: 1x16x256x256 on an AMD EPYC (AVX2)
-    #: takes 1.3-1.4 ms by the running sums for every kernel, 0.74 ms by the float64 passes at k5,
-    #: 1.07 at k7, 1.17 at k9, 1.5-1.6 at k11.
-    exact_running_min_kernel: int = 0
+    #: kernel rows, k3 to k31; tests/test_properties.py exact_from lowers it). 1x16x256x256 on an
+    #: AMD EPYC (AVX2), two threads, two runs: 0.98-1.0 ms by the running sums at every kernel,
+    #: by the float64 passes 0.50-0.53 at k3, 1.05-1.07 at k5, 1.46-1.50 at k7.
+    exact_running_min_kernel: int = 5
     #: Input bytes checked and then pooled together on that path: within the L2 cache, so the sums
     #: read what the check has just read (a whole 2 MiB piece cost 5-10% more).
     exact_group_bytes: int = 1 << 18

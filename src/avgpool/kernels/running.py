@@ -82,42 +82,45 @@ def fixed_point_exponent(bits, n0, n1, headroom):
     return q
 
 
-@kernel(**COMPUTE)
-def _fixed(value, to_int):
-    """``value * to_int`` as an int64: exact, ``to_int`` being ``2**-q`` with ``q`` from
-    :func:`fixed_point_exponent` over the values converted."""
-    return np.int64(np.float64(value) * to_int)
-
-
-#: The largest ``to_int`` (``2**-q``) that :func:`_fixed32` takes: the largest power of two a
-#: float32 holds.
-_FLOAT32_TOP_POWER = 2.0**127
+#: 1.5 * 2**52: :func:`_bias_of` scales it by ``2**q``.
+_MAGIC = 6755399441055744.0
 
 
 @kernel(**COMPUTE)
-def _fixed32(value, to_int):
-    """:func:`_fixed` with the product taken in float32 (``to_int`` a float32), which one
-    instruction converts to int64 where :func:`_fixed` needs two conversions. Exact as long as
-    ``to_int`` is (``2**-q`` <= ``_FLOAT32_TOP_POWER``): the product is then an integer of at
-    most 24 significant bits, below ``2**62``."""
-    return np.int64(value * to_int)
+def _bias_of(unit):
+    """The ``bias`` of :func:`_fixed` for values in units of ``unit`` (``2**q``)."""
+    return _MAGIC * unit
 
 
 @kernel(**COMPUTE)
-def _to_fixed_point(x, n0, n1, to_int, dst, d0):
+def _fixed(value, bias):
+    """``value / 2**q`` as an int64, ``bias`` being ``1.5 * 2**(52 + q)`` (:func:`_bias_of`) with
+    ``q`` from :func:`fixed_point_exponent` over the values converted: exact, the value being a
+    multiple of ``2**q`` below ``2**(q + 51)`` in magnitude (the headroom is at most 51 bits:
+    :data:`avgpool.tables.VALUE_BITS_MAX`). The sum ``value + bias`` then lies
+    in ``[2**(52 + q), 2**(53 + q))``, whose float64 spacing is ``2**q``: it is exact, and its
+    low bits are the integer plus those of ``bias``. A float to int64 conversion is one
+    instruction with AVX-512 but a scalar one per value with AVX2; this is three vector
+    instructions on either (1x16x256x256 k31 planes on an AMD EPYC with AVX2, serial: 1.3 ms
+    against 3.0 by the conversion)."""
+    return np.float64(np.float64(value) + bias).view(np.int64) - np.float64(bias).view(np.int64)
+
+
+@kernel(**COMPUTE)
+def _to_fixed_point(x, n0, n1, bias, dst, d0):
     """``dst[d0 + i] = x[n0 + i]`` as an integer (:func:`_fixed`) for ``i < n1 - n0``."""
     for i in range(U(n1 - n0)):
-        dst[U(d0) + i] = _fixed(x[U(n0) + i], to_int)
+        dst[U(d0) + i] = _fixed(x[U(n0) + i], bias)
 
 
 @kernel(**_PER_LINE)
-def _line_to_fixed_point(x, p, length, pad_begin, to_int, line):
+def _line_to_fixed_point(x, p, length, pad_begin, bias, line):
     """``line`` = ``pad_begin`` zeros, the ``length`` values of ``x`` from ``p`` as integers
     (:func:`_fixed`), then zeros to its end: every window of the line lies inside it."""
     n, lead = U(line.shape[0]), U(pad_begin)
     for i in range(lead):
         line[i] = 0
-    _to_fixed_point(x, p, p + U(length), to_int, line, lead)
+    _to_fixed_point(x, p, p + U(length), bias, line, lead)
     for i in range(lead + U(length), n):
         line[i] = 0
 
@@ -178,31 +181,26 @@ WHOLE_LINE_MAX = 1 << 16
 
 
 @kernel(**_PER_LINE)
-def _segment_to_fixed_point(x, p, length, start, count, to_int, buf, at):
+def _segment_to_fixed_point(x, p, length, start, count, bias, buf, at):
     """``buf[at + m]`` for ``m < count``: the value at index ``start + m`` of the line of
-    ``length`` floats of ``x`` from ``p``, as an integer (times ``to_int``), or 0 outside it."""
+    ``length`` floats of ``x`` from ``p``, as an integer (:func:`_fixed`), or 0 outside it."""
     lo = min(max(-start, 0), count)
     hi = max(min(length - start, count), lo)
     d = U(at)
     for m in range(U(lo)):
         buf[d + m] = 0
     src = U(p + start + lo)
-    if to_int <= _FLOAT32_TOP_POWER:
-        narrow = np.float32(to_int)
-        for m in range(U(hi - lo)):
-            buf[d + U(lo) + m] = _fixed32(x[src + m], narrow)
-    else:
-        for m in range(U(hi - lo)):
-            buf[d + U(lo) + m] = _fixed(x[src + m], to_int)
+    for m in range(U(hi - lo)):
+        buf[d + U(lo) + m] = _fixed(x[src + m], bias)
     for m in range(U(hi), U(count)):
         buf[d + m] = 0
 
 
 @kernel(**COMPUTE)
-def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums, out, d0, scale, scales, t0):
+def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, bias, buf, sums, out, d0, scale, scales, t0):
     """A 1-D NCX slab, or ``rows`` of them (or the one row of a 2-D one): window sums of ``k``
     taps at stride 1 along the contiguous axis of ``rows`` lines of ``length`` float values from
-    ``s0`` (as integers, times ``to_int``), ``n_out`` each, written to ``out`` from ``d0`` times
+    ``s0`` (as integers, :func:`_fixed`), ``n_out`` each, written to ``out`` from ``d0`` times
     ``scale`` (``unit`` times the scales of the axes before) and the axis's scales from
     ``scales[t0]``. The first window is summed over the input it covers; then
     :data:`LINE_CHUNK` outputs at a time, the values leaving the window go to ``buf[:LINE_CHUNK]``
@@ -217,13 +215,13 @@ def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums,
         total = np.int64(0)
         # the first window covers [-pad_begin, k - pad_begin); a tile's may start inside the line
         for i in range(U(min(max(0, -pad_begin), length)), U(max(0, min(length, k - pad_begin)))):
-            total += _fixed(x[U(p) + i], to_int)
+            total += _fixed(x[U(p) + i], bias)
         out[w] = np.float64(total) * scale * scales[t]
         u = 0  # ``total`` is the sum of window ``u``
         while u + 1 < n_out:
             count = min(chunk, n_out - 1 - u)
-            _segment_to_fixed_point(x, p, length, u - pad_begin, count, to_int, buf, 0)
-            _segment_to_fixed_point(x, p, length, u + k - pad_begin, count, to_int, buf, chunk)
+            _segment_to_fixed_point(x, p, length, u - pad_begin, count, bias, buf, 0)
+            _segment_to_fixed_point(x, p, length, u + k - pad_begin, count, bias, buf, chunk)
             window_blocks(buf, 0, chunk, sums, 0, (count + LANES - 1) // LANES, total)
             _scale_line(sums, out, w + U(u + 1), U(count), scale, scales, t + U(u + 1))
             total = sums[count - 1]
@@ -231,52 +229,45 @@ def _streamed_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, buf, sums,
 
 
 @kernel(**COMPUTE)
-def _running_lines(x, s0, rows, length, n_out, pad_begin, k, to_int, line, sums, out, d0, unit, scales, t0):
+def _running_lines(x, s0, rows, length, n_out, pad_begin, k, bias, line, sums, out, d0, unit, scales, t0):
     """A 1-D NCX slab, or ``rows`` of them, whose line is at most :data:`WHOLE_LINE_MAX` long:
     window sums of ``k`` taps at stride 1 along the contiguous axis, of ``rows`` lines of
-    ``length`` float values from ``s0`` as integers (times ``to_int``), ``n_out`` sums each,
+    ``length`` float values from ``s0`` as integers (:func:`_fixed`), ``n_out`` sums each,
     written to ``out`` from ``d0`` times ``unit`` and the axis's scales from ``scales[t0]``.
     Each line is first copied, as integers, between zeros (``pad_begin`` before it), so that
     every window, clipped or not, is ``k`` consecutive values of the copy."""
     m, t = U(n_out), U(t0)
     for r in range(rows):
-        _line_to_fixed_point(x, U(s0 + r * length), length, pad_begin, to_int, line)
+        _line_to_fixed_point(x, U(s0 + r * length), length, pad_begin, bias, line)
         _line_window_sums(line, n_out, k, sums)
         _scale_line(sums, out, U(d0 + r * n_out), m, unit, scales, t)
 
 
-def _as_int(value, to_int):
-    """``value`` as an integer of the running sums: a float in fixed point, ``value * to_int`` in
-    the precision of ``to_int`` (float64: :func:`_fixed`, float32: :func:`_fixed32`, both exact);
+def _as_int(value, bias):
+    """``value`` as an integer of the running sums: a float in fixed point (:func:`_fixed`);
     an integer, a sum of such integers already, as it is. Compiled code only."""
     raise NotImplementedError
 
 
 @overload(_as_int)
-def _as_int_typed(value, to_int):
+def _as_int_typed(value, bias):
     if isinstance(value, types.Integer):
-        return lambda value, to_int: value
-    return lambda value, to_int: np.int64(value * to_int)
+        return lambda value, bias: value
+    return lambda value, bias: _fixed(value, bias)
 
 
 @kernel(**_PER_LINE)
-def _vertical_step(src, p, stride, width, f, e, a, b, to_int, dst, lead):
+def _vertical_step(src, p, stride, width, f, e, a, b, bias, dst, lead):
     """Move ``dst[lead:lead + width]``, the column sums of rows ``a..b`` of the rows of ``width``
-    values from ``p``, ``stride`` apart (floats as integers times ``to_int``, or integer sums of
+    values from ``p``, ``stride`` apart (floats as integers, :func:`_fixed`, or integer sums of
     the level above), to rows ``f..e``: one loop for the common step (one row out, one in), else
     subtract and add row by row, or start afresh where the windows do not overlap (or ``b`` is
     negative: the line holds nothing yet). Returns the new (a, b), which is always (f, e)."""
     n, step = U(width), U(stride)
     if f == a + 1 and e == b + 1:
         old, new = p + U(a) * step, p + U(b) * step
-        # products in float32 where exact (1x16x256x256 k31 planes: 0.278-0.296 ms, float64 0.294-0.306)
-        if to_int <= _FLOAT32_TOP_POWER:
-            narrow = np.float32(to_int)
-            for i in range(n):
-                dst[lead + i] += _as_int(src[new + i], narrow) - _as_int(src[old + i], narrow)
-        else:
-            for i in range(n):
-                dst[lead + i] += _as_int(src[new + i], to_int) - _as_int(src[old + i], to_int)
+        for i in range(n):
+            dst[lead + i] += _as_int(src[new + i], bias) - _as_int(src[old + i], bias)
         return f, e
     if f >= b or f < a or e < b:
         for i in range(n):
@@ -285,17 +276,17 @@ def _vertical_step(src, p, stride, width, f, e, a, b, to_int, dst, lead):
     while a < f:
         row = p + U(a) * step
         for i in range(n):
-            dst[lead + i] -= _as_int(src[row + i], to_int)
+            dst[lead + i] -= _as_int(src[row + i], bias)
         a += 1
     while b < e:
         row = p + U(b) * step
         for i in range(n):
-            dst[lead + i] += _as_int(src[row + i], to_int)
+            dst[lead + i] += _as_int(src[row + i], bias)
         b += 1
     return a, b
 
 
-#: ``to_int`` of :func:`_vertical_step` over rows of integer sums (unused: they are integers).
+#: ``bias`` of :func:`_vertical_step` over rows of integer sums (unused: they are integers).
 _INTEGERS = 1.0
 
 
@@ -313,7 +304,7 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
     ``kernel`` and ``clipped`` are its own."""
     t0 = axes[0, OFFSET]
     width, n1, t1 = axes[1, LENGTH], axes[1, OUTPUTS], U(axes[1, OFFSET])
-    lead, to_int, m = U(0 if clipped else pad_begin), 1.0 / unit, U(n1)
+    lead, bias, m = U(0 if clipped else pad_begin), _bias_of(unit), U(n1)
     for i in range(U(line.shape[0])):
         line[i] = 0
     a, b = 0, 0
@@ -325,7 +316,7 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
             for i in range(m):
                 out[w + i] = 0.0 * scale * scales[t1 + i]
             continue
-        a, b = _vertical_step(x, U(p_in), width, width, firsts[t0 + o], firsts[t0 + o] + c, a, b, to_int, line,
+        a, b = _vertical_step(x, U(p_in), width, width, firsts[t0 + o], firsts[t0 + o] + c, a, b, bias, line,
                               lead)
         _contiguous_sums(line, width, n1, kernel, clipped, firsts, counts, t1, sums)
         _scale_line(sums, out, w, m, scale, scales, t1)
@@ -427,12 +418,12 @@ def _run_start(box, dims, q, s):
 
 
 @kernel(**_PER_LINE)
-def _row_step(x, p, box, dims, q, runs, run, f, e, a, b, to_int, ints, lead):
+def _row_step(x, p, box, dims, q, runs, run, f, e, a, b, bias, ints, lead):
     """:func:`_vertical_step` of level 0, whose rows are the box's part of the input's rows
     along axis 0 (``runs`` runs of ``run`` values each, :func:`_box_runs`), kept one after the
     other from ``ints[lead]``. Returns (f, e)."""
     for s in range(runs):
-        _vertical_step(x, p + U(_run_start(box, dims, q, s)), dims[0, _STRIDE], run, f, e, a, b, to_int, ints,
+        _vertical_step(x, p + U(_run_start(box, dims, q, s)), dims[0, _STRIDE], run, f, e, a, b, bias, ints,
                        lead + U(s * run))
     return f, e
 
@@ -446,7 +437,7 @@ def _box_first(firsts, counts, at, lo):
 
 @kernel(**COMPUTE)
 def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out, axes, firsts, counts, scales, ncx,
-                pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels):
+                pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box, channels):
     """Every output of the box along axis ``last`` (the last spatial axis of an NXC slab, the
     one before it of an NCX slab) for output row ``r`` of the axes before it, whose running sums
     stand in ``ints`` from ``src_at`` (level ``last - 1``), or ``from_x``: the input's rows from
@@ -476,7 +467,7 @@ def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out
     for o in range(u0, u1):
         f = _box_first(firsts, counts, t + o, lo)
         if from_x:
-            a, b = _vertical_step(x, U(src_at), src_stride, width, f, f + counts[t + o], a, b, to_int, ints, acc)
+            a, b = _vertical_step(x, U(src_at), src_stride, width, f, f + counts[t + o], a, b, bias, ints, acc)
         else:
             a, b = _vertical_step(ints, U(src_at), width, width, f, f + counts[t + o], a, b, _INTEGERS, ints, acc)
         scale = row_scale * scales[t + o]
@@ -498,11 +489,11 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
     the box along the last one. ``state[i]`` = (output, a, b) of level ``i``."""
     ndim = axes.shape[0]
     last = ndim - 2 if ncx else ndim - 1
-    to_int = 1.0 / unit
+    bias = _bias_of(unit)
     channels, c0 = dims[ndim - 1, _STRIDE], box[ndim, _LO]
     if last == 0:
         _last_level(x, True, p_in + c0, channels, ints, levels, last, 0, out, p_out, axes, firsts, counts, scales, ncx,
-                    pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
+                    pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box, channels)
         return
     if last == 1 and not ncx and axes[0, LENGTH] == 1:
         # a 2-D NXC slab of one row (N, 1, W, C): each window along the first axis holds that row
@@ -512,7 +503,7 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         for o in range(box[0, _U0], box[0, _U1]):
             if counts[axes[0, OFFSET] + o] > 0:
                 _last_level(x, True, src, channels, ints, levels, last, o, out, p_out, axes, firsts, counts, scales,
-                            ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box, channels)
+                            ncx, pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box, channels)
                 continue
             row_scale = unit * row_factors[o]
             for o1 in range(box[1, _U0], box[1, _U1]):  # no valid tap: 0 * (1/0) is NaN unless padding counts
@@ -537,7 +528,7 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         f = _box_first(firsts, counts, t + o, box[i, _LO])
         e = f + counts[t + o]
         if i == 0:
-            a, b = _row_step(x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], to_int, ints,
+            a, b = _row_step(x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], bias, ints,
                              U(levels[0, 1]))
         else:
             a, b = _vertical_step(ints, U(levels[i - 1, 1]), levels[i, 0], levels[i, 0], f, e, state[i, 1],
@@ -551,7 +542,7 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         for j in range(last):
             r = r * axes[j, OUTPUTS] + state[j, 0]
         _last_level(x, False, levels[last - 1, 1], levels[last, 0], ints, levels, last, r, out, p_out, axes, firsts,
-                    counts, scales, ncx, pad_begin, kernel, clipped, to_int, unit, line, sums, row_factors, box,
+                    counts, scales, ncx, pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box,
                     channels)
         state[i, 0] += 1
 
@@ -592,11 +583,12 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
     if q == NOT_EXACT:
         return False
     unit = math.ldexp(1.0, q)
+    bias = _bias_of(unit)
     ndim = axes.shape[0]
     ncx = passes[0, PASS_LINE] > 0
     pad_begin, kernel, clipped = passes[0, PASS_PAD_BEGIN], passes[0, PASS_KERNEL], passes[0, PASS_CLIPPED] > 0
     if streamed and ndim == 1:
-        _streamed_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, 1.0 / unit, line,
+        _streamed_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, bias, line,
                         sums, out, b * slab_out, unit, scales, axes[0, OFFSET])
         return True
     if streamed:  # 2-D planes of one row: each output row is that row's line, or nothing
@@ -606,14 +598,14 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
                 scale = unit * scales[t0 + o]
                 w = s * slab_out + o * n1
                 if counts[t0 + o] > 0:
-                    _streamed_lines(x, s * slab_in, 1, axes[1, LENGTH], n1, pad_begin, kernel, 1.0 / unit, line,
+                    _streamed_lines(x, s * slab_in, 1, axes[1, LENGTH], n1, pad_begin, kernel, bias, line,
                                     sums, out, w, scale, scales, axes[1, OFFSET])
                     continue
                 for i in range(U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
                     out[U(w) + i] = 0.0 * scale * scales[t1 + i]
         return True
     if ncx and ndim == 1:
-        _running_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, 1.0 / unit, line,
+        _running_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, bias, line,
                        sums, out, b * slab_out, unit, scales, axes[0, OFFSET])
         return True
     for s in range(b, b + slabs):
