@@ -214,18 +214,14 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
     return FLAT if _flat(plans) else MASKS if small else None
 
 
-@functools.cache
 def cpu_has_avx512() -> bool:
     """Whether this CPU has AVX-512 (LLVM's reading of it), which a crossover depends on: the
     stride-2 small planes' lane-masked stores (Tuning.stride_two_planes_need_mask_registers). The
     CPU's, not the level of the kernels run: one machine takes the same paths, so gives the same
     bits, at every level."""
-    import llvmlite.binding as llvm
+    from .kernels.jit import host_features
 
-    try:
-        return bool(llvm.get_host_cpu_features().get("avx512f", False))
-    except RuntimeError:  # LLVM cannot tell on this platform
-        return False
+    return "avx512f" in host_features()
 
 
 def _flat(plans: tuple[AxisPlan, ...]) -> bool:

@@ -105,15 +105,20 @@ def kernel(*, entry: bool = False, wide: bool = False, **options: Any) -> Any:
     return decorate
 
 
-def _levels_of_this_cpu() -> tuple[str, ...]:
-    """The levels of :data:`LEVELS` this CPU can run, best first."""
+@functools.cache
+def host_features() -> frozenset[str]:
+    """The features of this CPU, as LLVM reads them (none where it cannot tell)."""
     import llvmlite.binding as llvm
 
     try:
-        features = {name for name, present in llvm.get_host_cpu_features().items() if present}
+        return frozenset(name for name, present in llvm.get_host_cpu_features().items() if present)
     except RuntimeError:  # LLVM cannot tell on this platform
-        return ()
-    return tuple(level for level, needed in LEVELS.items() if features.issuperset(needed))
+        return frozenset()
+
+
+def _levels_of_this_cpu() -> tuple[str, ...]:
+    """The levels of :data:`LEVELS` this CPU can run, best first."""
+    return tuple(level for level, needed in LEVELS.items() if host_features().issuperset(needed))
 
 
 def shipped_levels() -> tuple[str, ...]:

@@ -3,15 +3,16 @@
 A running sum (add the tap entering the window, subtract the one leaving it) costs two operations
 per output whatever the kernel size. In floating point it is wrong: a NaN or Inf, once added,
 never leaves, and a huge value leaves its rounding error in every later window. So the values of
-each group of slabs (or of each slab) are first checked (:func:`fixed_point_exponent`): when all are finite and
-their dynamic range is small enough, there is one ``q`` such that every value is an integer
+each group of slabs (or of each slab) are first checked (:func:`fixed_point_exponent`): when all
+are finite and their dynamic range is small enough, there is one ``q`` such that every value is an integer
 multiple of ``2**q`` and every partial sum of the pool, counted in units of ``2**q``, fits in an
 int64. The values are turned into those integers and summed in int64, where addition does not
 round: every window sum is exact, whatever the order of summation; only scaling it by ``2**q``
 and the divisor's reciprocals (float64, 2**-53 each) and the final rounding to the output dtype
-round. A slab that fails the check (NaN, Inf, or a range
-wider than about ``2**(38 - log2(taps))`` between its largest and smallest nonzero magnitude) is
-pooled by the float64 kernels of :mod:`.separable` instead.
+round. A slab that fails the check (NaN, Inf, or a range wider than about ``2**27`` between its
+largest and smallest nonzero magnitude, ``2**(38 - log2(taps))`` past 2048 taps: each value an
+integer of at most 51 bits, :func:`avgpool.tables.headroom`) is pooled by the float64 kernels of
+:mod:`.separable` instead.
 
 A slab is swept once, in order, holding only running sums: along each spatial axis but the
 last, a running vector sum of the rows the current window covers (``_vertical_step``: one row
