@@ -40,6 +40,22 @@ def test_the_shipped_kernels_are_built_from_the_current_sources(level):
         assert index, f"{level}: no current precompiled {dispatcher.py_func.__name__}: run tools/precompile.py"
 
 
+def test_every_level_holds_the_same_signatures():
+    # tools/precompile.py builds a level the build machine cannot run (x86-64-v4 without AVX-512)
+    # from the signatures a level it runs saved: a signature missing from one level would be
+    # compiled on a user's first call, on CPUs of that level only
+    def signatures(level):
+        return {dispatcher.py_func.__name__: sorted(str(key[0]) for key in
+                                                    dispatcher._cache._file(str(jit.PRECOMPILED / level))._load_index())
+                for dispatcher in _entry_kernels()}
+
+    first, *others = jit.LEVELS
+    expected = signatures(first)
+    assert all(expected.values()), expected
+    for level in others:
+        assert signatures(level) == expected, level
+
+
 def test_the_stamp_covers_every_kernel_module(tmp_path):
     # pool_slabs links in kernels from other modules (small_planes, halfwidth): a change to any of
     # them must make its cached and shipped machine code stale, not only a change to separable.py
