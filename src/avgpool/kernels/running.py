@@ -102,8 +102,8 @@ def _fixed(value, bias):
     in ``[2**(52 + q), 2**(53 + q))``, whose float64 spacing is ``2**q``: it is exact, and its
     low bits are the integer plus those of ``bias``. A float to int64 conversion is one
     instruction with AVX-512 but a scalar one per value with AVX2; this is three vector
-    instructions on either (1x16x256x256 k31 planes on an AMD EPYC with AVX2, serial: 1.3 ms
-    against 3.0 by the conversion)."""
+    instructions on either (1x16x256x256 k31 planes on an AMD EPYC with AVX2, compiled for it,
+    serial: 1.16-1.19 ms against 2.35 by the conversion, the same bits)."""
     return np.float64(np.float64(value) + bias).view(np.int64) - np.float64(bias).view(np.int64)
 
 
