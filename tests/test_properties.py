@@ -402,10 +402,9 @@ def test_the_exact_path_starts_at_k5_on_every_cpu(monkeypatch, avx512):
     from avgpool.spec import Layout
 
     monkeypatch.setattr(tables, "cpu_has_avx512", lambda: avx512)
-    for k in (3, 5):
-        spec = onnx_dialect.make_spec(22, (1, 2, 32, 32), [k, k], pads=[k // 2] * 4)
-        assert tables.uses_running(resolve(spec, (32, 32)), Layout.NCX) is (k >= 5)
-    three = resolve(onnx_dialect.make_spec(22, (1, 2, 32, 32), [3, 3], pads=[1] * 4), (32, 32))
+    three, five = (resolve(onnx_dialect.make_spec(22, (1, 2, 32, 32), [k, k], pads=[k // 2] * 4), (32, 32))
+                   for k in (3, 5))
+    assert not tables.uses_running(three, Layout.NCX) and tables.uses_running(five, Layout.NCX)
     with tuning.tuned(exact_running_min_kernel=3):  # a chosen value wins
         assert tables.uses_running(three, Layout.NCX)
 
@@ -462,6 +461,7 @@ def test_fixed_point_conversion_is_exact_below_2_to_51_units(q):
     ``1.5 * 2**(52 + q)`` in float64 and subtracting the bits (``running._fixed``): exact for
     every multiple of ``2**q`` below ``2**(q + 51)`` in magnitude, of either sign, at every
     ``q`` a float32 can have; the headroom never lets a value take more bits."""
+    from avgpool.dialects import onnx as onnx_dialect
     from avgpool.kernels import running
     from avgpool.shape import resolve
 
@@ -472,8 +472,6 @@ def test_fixed_point_conversion_is_exact_below_2_to_51_units(q):
         value = np.float32(n * 2.0**q)
         assert float(value) == n * 2.0**q  # the test's values are float32s
         assert running._fixed(value, bias) == n, (n, q)
-    from avgpool.dialects import onnx as onnx_dialect
-
     spec = onnx_dialect.make_spec(22, (1, 1, 4096), [1])  # one tap: the most headroom
     assert tables.headroom(resolve(spec, (4096,))) == tables.VALUE_BITS_MAX == 51
 

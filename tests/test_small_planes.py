@@ -165,7 +165,7 @@ def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
 
 @pytest.mark.parametrize("avx512", [False, True])
 def test_stride_two_rows_only_on_cpus_with_avx512(monkeypatch, avx512):
-    # their lane-masked stores are AVX2 vmaskmov without AVX-512, 2x slower than the separable
+    # their lane-masked loads and stores are AVX2 vmaskmov without AVX-512, 2x slower than the separable
     # passes on an AMD EPYC (tuning.stride_two_planes_need_mask_registers)
     monkeypatch.setattr(tables, "cpu_has_avx512", lambda: avx512)
     tables.kernel_tables.cache_clear()  # its key holds the tuning, not the CPU

@@ -60,9 +60,9 @@ def _dialects() -> None:
 KINDS: dict[str, Callable[[], None]] = {
     "float32": _float("float32"),
     "float32-nxc": _float("float32", (1, 16, 16, 3), layout="NXC"),
-    "float32-exact": _float("float32", kernel=11),  # the exact path (Tuning.exact_running_min_kernel)
+    "float32-exact": _float("float32", kernel=5),
     "float32-threads": _float("float32", _THREADED),
-    "float32-exact-threads": _float("float32", _THREADED, kernel=11),
+    "float32-exact-threads": _float("float32", _THREADED, kernel=5),
     "float64": _float("float64"),
     "float64-threads": _float("float64", _THREADED),
     "float16": _float("float16"),

@@ -216,7 +216,7 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
 
 def cpu_has_avx512() -> bool:
     """Whether this CPU has AVX-512 (LLVM's reading of it), which a crossover depends on: the
-    stride-2 small planes' lane-masked stores (Tuning.stride_two_planes_need_mask_registers). The
+    stride-2 small planes' lane-masked loads and stores (Tuning.stride_two_planes_need_mask_registers). The
     CPU's, not the level of the kernels run: one machine takes the same paths, so gives the same
     bits, at every level."""
     from .kernels.jit import host_features

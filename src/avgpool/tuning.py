@@ -77,12 +77,13 @@ class Tuning:
     #: 1x272x14x14 16 against 27; 2x2 s2 1x512x14x14 21 against 27. Re-measured by bench.py's node
     #: rows (1x272x14x14 3x3 s2, 1x512x14x14 2x2); tests/test_small_planes.py turns it off with 0.
     small_plane_values: int = 196
-    #: 1: the stride-2 rows of kernels/small_planes.py only on CPUs with AVX-512, whose stores
-    #: through lane masks take a mask register (tables.cpu_has_avx512); elsewhere the separable
-    #: passes. Their lane-masked stores are AVX2 ``vmaskmov`` there, which an AMD EPYC (Zen 3,
-    #: x86-64-v3 kernels) runs slowly: serial, stride-2 rows against the separable passes, 2x2 s2
-    #: 1x512x14x14 68-117 us against 34-64, 3x3 s2 p1 1x272x14x14 44-75 against 28-59 (the
-    #: timings above are an AVX-512 machine's). tests/test_small_planes.py sets 0 to test the rows
+    #: 1: the stride-2 rows of kernels/small_planes.py only on CPUs with AVX-512, whose loads and
+    #: stores through lane masks take a mask register (tables.cpu_has_avx512); elsewhere the
+    #: separable passes. Their lane-masked loads and stores are AVX2 ``vmaskmov`` there, which an
+    #: AMD EPYC (Zen 3, x86-64-v3 kernels) runs slowly: serial, stride-2 rows against the
+    #: separable passes, 2x2 s2 1x512x14x14 68-117 us against 34-64, 3x3 s2 p1 1x272x14x14 44-75
+    #: against 28-59, and still behind with plain stores (the timings above are an AVX-512
+    #: machine's). tests/test_small_planes.py sets 0 to test the rows
     #: on every CPU.
     stride_two_planes_need_mask_registers: int = 1
     #: Planes of 3 x 3 (or 1) "same" windows at stride 1 whose rows have at least this many values
