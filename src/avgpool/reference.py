@@ -1,7 +1,8 @@
 """A slow, obviously-correct average pool, written from semantics.md alone.
 
-It loops over every output window and every kernel tap, sums the taps that fall inside the input
-exactly (math.fsum; IEEE addition when a tap is NaN or Inf) and divides in float64. It shares no
+It loops over every output window, takes the kernel taps that fall inside the input (a tap is
+inside when it is inside on every axis), sums them exactly (math.fsum; IEEE addition when a tap is
+NaN or Inf) and divides in float64. It shares no
 code with the fast path (no spec, shape or plan module), so that a geometry bug there cannot hide
 here. Tests compare the two; it is not for production use.
 """
@@ -52,25 +53,27 @@ def reference_pool(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
     axes = [_axis_windows(spatial[i], kernel[i], strides[i], dilations[i], pads[i][0], pads[i][1], auto_pad, rounding)
             for i in range(len(spatial))]
     any_pad = any(pb or pe for pb, pe, _ in axes)
+    # A tap is inside the input (or the padded input) when it is on every axis: per axis, each
+    # output's taps inside the input and its number of taps inside the padded input.
+    windows = []
+    for i, (pb, pe, n_out) in enumerate(axes):
+        positions = [[j * strides[i] - pb + t * dilations[i] for t in range(kernel[i])] for j in range(n_out)]
+        windows.append([([p for p in taps if 0 <= p < spatial[i]], sum(-pb <= p < spatial[i] + pe for p in taps))
+                        for taps in positions])
     rows = data.reshape(batch * channels, *spatial)
     result = np.empty((batch * channels,) + tuple(n for _, _, n in axes))
     for out_index in itertools.product(*(range(n) for _, _, n in axes)):
-        inside, in_padded = [], 0
-        for taps in itertools.product(*(range(k) for k in kernel)):
-            position = tuple(out_index[i] * strides[i] - axes[i][0] + taps[i] * dilations[i]
-                             for i in range(len(spatial)))
-            if all(0 <= position[i] < spatial[i] for i in range(len(spatial))):
-                inside.append(position)
-            if all(-axes[i][0] <= position[i] < spatial[i] + axes[i][1] for i in range(len(spatial))):
-                in_padded += 1
+        inside = [windows[i][j][0] for i, j in enumerate(out_index)]
+        taps_inside = math.prod(map(len, inside))
         if divisor == "padded":
-            count = in_padded
+            count = math.prod(windows[i][j][1] for i, j in enumerate(out_index))
         elif divisor == "full" or (divisor == "full_if_padded" and any_pad):
             count = math.prod(kernel)
         else:
-            count = len(inside)
-        for row in range(batch * channels):
-            values = [float(rows[(row,) + p]) for p in inside]
+            count = taps_inside
+        # every row's taps inside the input, in row-major tap order
+        taps = rows[np.ix_(range(batch * channels), *inside)].reshape(batch * channels, taps_inside)
+        for row, values in enumerate(taps.tolist()):
             total = math.fsum(values) if all(map(math.isfinite, values)) else sum(values)
             result[(row,) + out_index] = total / count if count else math.nan
     result = result.reshape((batch, channels) + result.shape[1:])
