@@ -4,15 +4,16 @@ took +512 MiB on a 128 MiB NXC input), a long 1-D line is summed in chunks inste
 whole (with its sums: 16 bytes per value), and a huge kernel with a few outputs does not get a
 line as long as the kernel (kernel 10**10: MemoryError where the float64 path answered).
 
-Peak memory is measured in a fresh interpreter from VmHWM, the resident high-water mark: over the
-first call (from before its input is made), and over a second call alone into the same output
-(the high-water mark reset through /proc/self/clear_refs). The bounds are far from both the old
-and the new values.
+Peak memory is measured in a process of its own (forked, one per case) from VmHWM, the resident
+high-water mark: over the first call (from before its input is made), and over a second call
+alone into the same output (the high-water mark reset through /proc/self/clear_refs). The bounds
+are far from both the old and the new values.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 import textwrap
@@ -29,8 +30,12 @@ from avgpool.spec import Layout
 
 MIB = 1 << 20
 
-_PEAK = textwrap.dedent("""
-    import json, sys
+# One interpreter per test worker imports avgpool and loads its kernels, then forks a child for
+# each case: the case is measured in a process of its own, without each case paying Python's and
+# numba's start (about 1 s of each case's 1.5-2.6 s on the 2-core machine). The child's VmHWM
+# starts at its RSS at the fork; it is read from after the child's own warm call.
+_SERVER = textwrap.dedent("""
+    import json, os, sys, traceback
     import numpy as np
     import avgpool
     from avgpool import engine
@@ -42,51 +47,115 @@ _PEAK = textwrap.dedent("""
         with open("/proc/self/status") as f:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
 
-    shape, kernel, pads, layout, values = json.loads(sys.argv[1])
-    shape = tuple(shape)
-    attrs = dict(kernel_shape=kernel, pads=pads, layout=layout, count_include_pad=True)
-    spec = onnx_dialect.make_spec(22, shape if layout == "NCX" else (shape[0], shape[-1], *shape[1:-1]), kernel,
-                                  pads=pads, count_include_pad=True)
-    prepared = engine.prepare(spec, shape, np.dtype(np.float32), Layout[layout])
-    tiled = getattr(prepared, "tiling", None)  # a very long axis: pooled tile by tile (avgpool.tiles)
-    exact = tiled.exact if tiled is not None else prepared.kernel is running.pool_slabs_exact
-    # another exact call first: the kernels loaded, the helper threads up
-    nd = len(shape) - 2
-    small = (2, 3) + (9,) * nd if layout == "NCX" else (2,) + (9,) * nd + (3,)
-    avgpool.AveragePool([5] * nd, pads=[2] * 2 * nd, layout=layout)(np.ones(small, np.float32))
-    before = status("VmHWM")
-    if values == "normal":
-        x = np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
-    else:  # small integers: exact whatever the kernel
-        x = (np.arange(np.prod(shape), dtype=np.float32) % 7).reshape(shape)
-    pool = avgpool.AveragePool(**attrs)
-    y = pool(x)
-    first_call = status("VmHWM") - before
-    try:  # the second call alone: 5 resets the high-water mark to the current RSS (Linux >= 4.0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        resident = status("VmRSS")
-        pool(x, y)
-        kernel_call = status("VmHWM") - resident
-    except OSError:
-        kernel_call = None
-    # the first output against the float64 path on a corner of the input (the same first window)
-    corner = x[tuple(slice(0, 16) for _ in shape)].astype(np.float64)
-    sample = np.float32(avgpool.average_pool(corner, **attrs).ravel()[0])
-    print(json.dumps(dict(first_call=first_call, kernel_call=kernel_call, x=x.nbytes, y=y.nbytes, exact=exact,
-                          first=[float(y.ravel()[0]), float(sample)])))
+    def warm(nd, layout):  # another exact call first: the kernels loaded, the helper threads up
+        small = (2, 3) + (9,) * nd if layout == "NCX" else (2,) + (9,) * nd + (3,)
+        avgpool.AveragePool([5] * nd, pads=[2] * 2 * nd, layout=layout)(np.ones(small, np.float32))
+
+    def measure(shape, kernel, pads, layout, values):
+        shape = tuple(shape)
+        attrs = dict(kernel_shape=kernel, pads=pads, layout=layout, count_include_pad=True)
+        spec = onnx_dialect.make_spec(22, shape if layout == "NCX" else (shape[0], shape[-1], *shape[1:-1]), kernel,
+                                      pads=pads, count_include_pad=True)
+        prepared = engine.prepare(spec, shape, np.dtype(np.float32), Layout[layout])
+        tiled = getattr(prepared, "tiling", None)  # a very long axis: pooled tile by tile (avgpool.tiles)
+        exact = tiled.exact if tiled is not None else prepared.kernel is running.pool_slabs_exact
+        warm(len(shape) - 2, layout)
+        before = status("VmHWM")
+        if values == "normal":
+            x = np.random.default_rng(5).standard_normal(shape, dtype=np.float32)
+        else:  # small integers: exact whatever the kernel
+            x = (np.arange(np.prod(shape), dtype=np.float32) % 7).reshape(shape)
+        pool = avgpool.AveragePool(**attrs)
+        y = pool(x)
+        first_call = status("VmHWM") - before
+        try:  # the second call alone: 5 resets the high-water mark to the current RSS (Linux >= 4.0)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            resident = status("VmRSS")
+            pool(x, y)
+            kernel_call = status("VmHWM") - resident
+        except OSError:
+            kernel_call = None
+        # the first output against the float64 path on a corner of the input (the same first window)
+        corner = x[tuple(slice(0, 16) for _ in shape)].astype(np.float64)
+        sample = np.float32(avgpool.average_pool(corner, **attrs).ravel()[0])
+        return dict(first_call=first_call, kernel_call=kernel_call, x=x.nbytes, y=y.nbytes, exact=exact,
+                    first=[float(y.ravel()[0]), float(sample)])
+
+    for layout in ("NCX", "NXC"):
+        for nd in (1, 2, 3):
+            warm(nd, layout)
+    print("ready", flush=True)
+    for line in sys.stdin:  # one case a line; one answer a line: the child's exit code and report
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            try:
+                os.write(write_end, json.dumps(measure(*json.loads(line))).encode())
+                os._exit(0)
+            except BaseException:
+                traceback.print_exc()
+                sys.stderr.flush()
+                os._exit(1)
+        os.close(write_end)
+        with os.fdopen(read_end) as answer:
+            report = answer.read()
+        _, status_code = os.waitpid(pid, 0)
+        print(json.dumps(dict(exit=os.waitstatus_to_exitcode(status_code), report=report)), flush=True)
 """)
 
 
-def _peak(shape, kernel, pads, layout, values="normal"):
-    run = subprocess.run([sys.executable, "-c", _PEAK, json.dumps([shape, kernel, pads, layout, values])],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout.strip().splitlines()[-1])
-    assert report["exact"], "the case must take the exact int64 path"
-    got, sample = report["first"]
-    assert abs(got - sample) <= 1e-6 * max(1.0, abs(sample))
-    return report
+class _PeakServer:
+    """The interpreter above, talked to one JSON line per case."""
+
+    def __init__(self, log):
+        self.log = log
+        self.process = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self._line(600) == "ready", self._stderr()
+
+    def _line(self, seconds: float) -> str:
+        if not select.select([self.process.stdout], [], [], seconds)[0]:
+            self.process.kill()
+            raise AssertionError(f"no answer within {seconds} s\n{self._stderr()}")
+        return self.process.stdout.readline().strip()
+
+    def _stderr(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def measure(self, case: list) -> dict:
+        self.process.stdin.write(json.dumps(case) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self._line(600) or '{"exit": "the server ended"}')
+        assert answer["exit"] == 0, f"{answer}\n{self._stderr()}"
+        return json.loads(answer["report"])
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(60)
+        self.process.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def peak_server(tmp_path_factory):
+    with open(tmp_path_factory.mktemp("peak") / "stderr.txt", "w+") as log:
+        server = _PeakServer(log)
+        yield server
+        server.close()
+
+
+@pytest.fixture
+def peak(peak_server):
+    def measure(shape, kernel, pads, layout, values="normal"):
+        report = peak_server.measure([shape, kernel, pads, layout, values])
+        assert report["exact"], "the case must take the exact int64 path"
+        got, sample = report["first"]
+        assert abs(got - sample) <= 1e-6 * max(1.0, abs(sample))
+        return report
+    return measure
 
 
 def _check_kernel_call(report):
@@ -103,9 +172,9 @@ def _check_kernel_call(report):
     ((1, 1, 128, 512, 512), [5, 5, 5], "NCX"),  # 3-D NCX, one 128 MiB slab: the same
     ((1, 32, 256, 64, 64), [3, 5, 5], "NXC"),   # 3-D NXC, the same
 ])
-def test_peak_memory_of_a_large_exact_call_is_its_input_and_output(shape, kernel, layout):
+def test_peak_memory_of_a_large_exact_call_is_its_input_and_output(peak, shape, kernel, layout):
     pads = [k // 2 for k in kernel] * 2
-    report = _peak(shape, kernel, pads, layout)
+    report = peak(shape, kernel, pads, layout)
     in_out = report["x"] + report["y"]
     # before: 768-776 MiB for 256 of input and output; since: the input, the output and 0-8 MiB
     assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
@@ -113,18 +182,18 @@ def test_peak_memory_of_a_large_exact_call_is_its_input_and_output(shape, kernel
     _check_kernel_call(report)  # before: +512 MiB; since: 0-8 MiB (one row of the first axis)
 
 
-def test_a_long_1d_line_is_summed_in_chunks():
+def test_a_long_1d_line_is_summed_in_chunks(peak):
     # one line of 4M values: its integer copy and sums took 64 MiB (16 bytes per value); since,
     # three chunks of 4096 int64s, or tiles of 64K outputs
-    report = _peak((1, 1, 1 << 22), [9], [4, 4], "NCX")
+    report = peak((1, 1, 1 << 22), [9], [4, 4], "NCX")
     _check_kernel_call(report)
 
 
-def test_a_very_long_axis_makes_its_window_tables_per_tile():
+def test_a_very_long_axis_makes_its_window_tables_per_tile(peak):
     # 1 x 1 x 32M: the whole axis's window tables (48 bytes per output, with the plans and their
     # temporaries about 200) took 3.4 GiB beside 256 MiB of input and output; since, the tables
     # of one tile of 64K outputs at a time (tuning.Tuning.long_axis_outputs, avgpool.tiles.TiledPool)
-    report = _peak((1, 1, 1 << 25), [9], [4, 4], "NCX")
+    report = peak((1, 1, 1 << 25), [9], [4, 4], "NCX")
     in_out = report["x"] + report["y"]
     assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
         f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
@@ -135,8 +204,8 @@ def test_a_very_long_axis_makes_its_window_tables_per_tile():
     ((1, 1, 1, 1 << 22), [1, 9], "NCX"),  # a line as a 2-D plane of one row: 64 MiB of line and sums
     ((1, 1, 1 << 19, 8), [1, 5], "NXC"),  # its first axis's running sum was the whole slab: 96 MiB
 ])
-def test_planes_of_one_row_hold_no_copy_of_it(shape, kernel, layout):
-    report = _peak(shape, kernel, [0, kernel[1] // 2] * 2, layout)
+def test_planes_of_one_row_hold_no_copy_of_it(peak, shape, kernel, layout):
+    report = peak(shape, kernel, [0, kernel[1] // 2] * 2, layout)
     _check_kernel_call(report)
 
 
@@ -153,10 +222,10 @@ def test_planes_of_one_row_give_the_lines_results(layout, width):
     assert np.array_equal(plane[:, :, 0] if layout == "NCX" else plane[:, 0], line, equal_nan=True)
 
 
-def test_a_huge_kernel_with_few_outputs_allocates_what_the_input_needs():
+def test_a_huge_kernel_with_few_outputs_allocates_what_the_input_needs(peak):
     # kernel 10**8 along a contiguous axis of 10 values, 2 outputs: an 800 MB line before
     shape, kernel, pads = _huge_kernel_case(1, 10**8, 2)
-    report = _peak(shape, kernel, pads, "NCX", values="integers")
+    report = peak(shape, kernel, pads, "NCX", values="integers")
     assert report["first_call"] < 64 * MIB, f"peak {report['first_call'] / MIB:.0f} MiB for a 240-byte input"
     assert report["first"][0] == report["first"][1]
 
@@ -210,14 +279,14 @@ def test_a_huge_kernel_with_few_outputs_answers_on_the_exact_path(ndim, include_
     ((1, 2, 1 << 23), "NXC"),           # 1-D NXC: the running sum of the channels is the whole slab
     ((1, 1, 2, 1 << 22), "NXC"),        # a 2-D NXC slab of one row: its channels' running sum was half of it
 ])
-def test_a_slab_of_few_rows_holds_a_bounded_running_sum(shape, layout):
+def test_a_slab_of_few_rows_holds_a_bounded_running_sum(peak, shape, layout):
     # every axis pooled with kernel 5 (the exact path), "same" padding: the output as big as the
     # input. Before, the running sums of one row of the later axes were 2 / (first axis length)
     # of the slab's bytes (+64 MiB here for 128 of input and output, on every call), and NXC's
     # plan held a float64 factor of 1 per channel (+64 MiB on a first call of 1-D 1x2x8M);
     # since, boxes of at most tuning.Tuning.exact_held_bytes
     nd = len(shape) - 2
-    report = _peak(shape, [5] * nd, [2] * 2 * nd, layout)
+    report = peak(shape, [5] * nd, [2] * 2 * nd, layout)
     in_out = report["x"] + report["y"]
     assert report["first_call"] < 1.2 * in_out + 16 * MIB, (
         f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
