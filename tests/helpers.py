@@ -50,8 +50,9 @@ def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.nd
         f"tol {tolerance[bad][:5]}")
 
 
-# Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled and
-# a digest of results covering every dtype and kernel family.
+# Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled, a
+# digest of results covering every dtype and kernel family, and whether numba refreshed its target
+# context.
 BATTERY = textwrap.dedent("""
     import hashlib, json, sys
     import numpy as np
@@ -93,7 +94,10 @@ BATTERY = textwrap.dedent("""
                 add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [3, 3], pads=[1] * 4,
                                                  channels_last=channels_last))
                 add(avgpool.qlinear_average_pool(qx, 0.05, 3, 0.07, 2, [9, 11], channels_last=channels_last))
-    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest()}))
+    # numba imports its polynomial implementations only to refresh its whole target context,
+    # which compiling needs and loading a compiled kernel does not (avgpool.kernels.jit.KernelCache)
+    refreshed = "numba.np.polynomial.polynomial_core" in sys.modules
+    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest(), "refreshed": refreshed}))
 """)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 from numba.core import caching, compiler, config, event, serialize
+from numba.core.runtime import rtsys
 
 LOG = logging.getLogger("avgpool")
 
@@ -191,7 +192,10 @@ class KernelCache(caching._Cache):
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         if not self._enabled:
             return None
-        target_context.refresh()
+        # A cached kernel needs only numba's runtime (NRT) to run; numba refreshes the whole
+        # target context here (importing and installing every implementation registry it has),
+        # which is needed only to compile: done on a miss, before numba compiles.
+        rtsys.initialize(target_context)
         triple, cpu, features = target_context.codegen().magic_tuple()
         found = self._load(self._writable(), sig, (triple, cpu, features), target_context)
         if found is None and self._entry:
@@ -200,6 +204,8 @@ class KernelCache(caching._Cache):
                                    target_context)
                 if found is not None:
                     break
+        if found is None:
+            target_context.refresh()
         return found
 
     def save_overload(self, sig: Any, cres: Any) -> None:
