@@ -51,8 +51,8 @@ def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.nd
 
 
 # Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled, a
-# digest of results covering every dtype and kernel family, and whether numba refreshed its target
-# context.
+# digest of results covering every dtype and kernel family, whether numba refreshed its target
+# context, and how the entry kernels were loaded.
 BATTERY = textwrap.dedent("""
     import hashlib, json, sys
     import numpy as np
@@ -97,7 +97,20 @@ BATTERY = textwrap.dedent("""
     # numba imports its polynomial implementations only to refresh its whole target context,
     # which compiling needs and loading a compiled kernel does not (avgpool.kernels.jit.KernelCache)
     refreshed = "numba.np.polynomial.polynomial_core" in sys.modules
-    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest(), "refreshed": refreshed}))
+    # the entry kernels' libraries as loaded: how many, how many with their bitcode not parsed
+    # (avgpool.kernels.loading), and whether one of them still gives its module for linking
+    from avgpool.kernels import crew, qlinear_kernels, running, separable
+    libraries = [(cres.library, cres.fndesc) for kernel in (separable.pool_slabs, separable.pool_slabs_16,
+                 running.pool_slabs_exact, crew.lead, crew.serve, qlinear_kernels.pool_ncx, qlinear_kernels.pool_nxc,
+                 qlinear_kernels.global_ncx, qlinear_kernels.global_nxc) for cres in kernel.overloads.values()]
+    unparsed = sum("_shared_bitcode" in lib.__dict__ and lib.__dict__.get("_parsed_shared_module") is None
+                   for lib, _ in libraries)
+    links = None
+    if libraries:
+        library, fndesc = libraries[0]
+        links = not library._get_module_for_linking().get_function(fndesc.llvm_cpython_wrapper_name).is_declaration
+    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest(), "refreshed": refreshed,
+                      "loaded": len(libraries), "unparsed": unparsed, "links": links}))
 """)
 
 

@@ -80,6 +80,30 @@ def test_every_kind_of_first_call_loads_shipped_kernels_and_compiles_nothing(tmp
     assert "avgpool:" not in result["stderr"]  # no notice, no compile log
     # nor numba's target context refreshed for the loading (0.19-0.23 s of a 0.8-1.0 s first call)
     assert not result["refreshed"]
+    # nor any kernel's bitcode parsed (kernels/loading.py), which is still there for linking
+    assert result["loaded"] >= 9 and result["unparsed"] == result["loaded"] and result["links"]
+
+
+@pytest.mark.parametrize("level", list(jit.LEVELS))
+def test_the_object_code_defines_the_symbols_the_bitcode_would_name(level):
+    # kernels/loading.py reads a library's defined symbols from its object code instead of its
+    # bitcode: for every shipped kernel, the same global names, the Python wrapper among them
+    import pickle
+
+    from llvmlite import binding as ll
+
+    from avgpool.kernels import loading
+
+    entries = sorted((jit.PRECOMPILED / level).glob("*.nbc"))
+    assert entries
+    for path in entries:
+        (name, kind, (code, bitcode)), fndesc = pickle.loads(path.read_bytes())[:2]
+        module = ll.parse_bitcode(bitcode)
+        linkable = {value.name for values in (module.functions, module.global_variables) for value in values
+                    if not value.is_declaration and value.linkage not in (ll.Linkage.internal, ll.Linkage.private)}
+        assert kind == "object" and fndesc.llvm_cpython_wrapper_name in linkable, path.name
+        assert loading.elf_defined_symbols(code) == linkable, path.name
+    assert loading.elf_defined_symbols(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O: numba's own loader
 
 
 @needs_a_level

@@ -13,6 +13,10 @@ looked up, in this order, before anything is compiled:
 3. otherwise the kernel is compiled, logged on the ``avgpool`` logger, and saved to the writable
    cache if there is one.
 
+Loading a kernel from either needs only numba's runtime, not its whole target context (refreshed
+on a miss, before compiling), and reads the symbols from the machine code, leaving the LLVM
+bitcode kept for linking unparsed until something links it (:mod:`.loading`).
+
 Nothing here raises for a cache that cannot be written (a read-only install with no writable
 home: :func:`cache_location` is None and every process compiles what is not shipped) or cannot
 be read (a truncated or garbage entry is ignored and replaced): a cache never stops a call.
@@ -33,8 +37,10 @@ from typing import Any
 
 import numpy as np
 from numba import njit
-from numba.core import caching, compiler, config, event, serialize
+from numba.core import caching, config, event, serialize
 from numba.core.runtime import rtsys
+
+from . import loading
 
 LOG = logging.getLogger("avgpool")
 
@@ -269,7 +275,7 @@ class KernelCache(caching._Cache):
             return None
         try:
             data = file.load(self._key(sig, magic))
-            return None if data is None else compiler.CompileResult._rebuild(target_context, *data)
+            return None if data is None else loading.rebuild(target_context, *data)
         except Exception as err:  # noqa: BLE001 - a truncated or garbage entry: compile again
             _notice_once("read", "avgpool: ignoring an unreadable compiled kernel in %s (%s); compiling it again",
                          path, type(err).__name__)
