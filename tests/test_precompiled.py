@@ -182,3 +182,22 @@ def test_a_read_only_install_without_a_writable_home_runs(tmp_path):
     if as_nobody:
         assert lines[1] == "None"
     assert len([line for line in result.stderr.splitlines() if line.strip()]) <= 1, result.stderr
+
+
+def test_a_kernel_compiled_later_links_a_callee_loaded_from_the_cache(tmp_path):
+    """kernels/loading.py leaves a loaded kernel's bitcode unparsed until another kernel links it:
+    a process that loads the callee from the cache and compiles a new caller gives its result."""
+    (tmp_path / "linked.py").write_text(
+        "from avgpool.kernels.jit import kernel\n\n"
+        "@kernel()\ndef callee(a):\n    s = 0.0\n    for v in a:\n        s += v * 2.0\n    return s\n\n"
+        "@kernel()\ndef caller(a):\n    return callee(a) + 1.0\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=f"{tmp_path}{os.pathsep}{SRC}")
+    report = ("import numpy as np, linked\n"
+              "value = linked.{0}(np.arange(5.0))\n"
+              "library = next(iter(linked.callee.overloads.values())).library\n"
+              "print(value, dict(linked.callee.stats.cache_hits) != {{}}, '_shared_bitcode' in library.__dict__)\n")
+    runs = [subprocess.run([sys.executable, "-c", report.format(name)], env=env, capture_output=True, text=True,
+                           timeout=600) for name in ("callee", "caller")]
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    assert runs[0].stdout.split() == ["20.0", "False", "False"]  # compiled, then cached
+    assert runs[1].stdout.split() == ["21.0", "True", "True"]  # loaded lazily from the cache, then linked
