@@ -99,10 +99,8 @@ BATTERY = textwrap.dedent("""
     refreshed = "numba.np.polynomial.polynomial_core" in sys.modules
     # the entry kernels' libraries as loaded: how many, how many with their bitcode not parsed
     # (avgpool.kernels.loading), and whether one of them still gives its module for linking
-    from avgpool.kernels import crew, qlinear_kernels, running, separable
-    libraries = [(cres.library, cres.fndesc) for kernel in (separable.pool_slabs, separable.pool_slabs_16,
-                 running.pool_slabs_exact, crew.lead, crew.serve, qlinear_kernels.pool_ncx, qlinear_kernels.pool_nxc,
-                 qlinear_kernels.global_ncx, qlinear_kernels.global_nxc) for cres in kernel.overloads.values()]
+    from avgpool.first_calls import entry_kernels
+    libraries = [(cres.library, cres.fndesc) for kernel in entry_kernels() for cres in kernel.overloads.values()]
     unparsed = sum("_shared_bitcode" in lib.__dict__ and lib.__dict__.get("_parsed_shared_module") is None
                    for lib, _ in libraries)
     links = None

@@ -26,10 +26,9 @@ needs_a_level = pytest.mark.skipif(not jit.shipped_levels(), reason="no precompi
 
 
 def _entry_kernels():
-    from avgpool.kernels import crew, qlinear_kernels, running, separable
+    from avgpool.first_calls import entry_kernels
 
-    return [separable.pool_slabs, separable.pool_slabs_16, running.pool_slabs_exact, crew.lead, crew.serve,
-            qlinear_kernels.pool_ncx, qlinear_kernels.pool_nxc, qlinear_kernels.global_ncx, qlinear_kernels.global_nxc]
+    return entry_kernels()
 
 
 @pytest.mark.parametrize("level", list(jit.LEVELS))

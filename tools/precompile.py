@@ -55,25 +55,17 @@ def build(level: str, work: Path, features: str = "", reference: Path | None = N
 def compile_signatures_of(reference: Path) -> None:
     """Compile every entry kernel for each signature its machine code is saved for in
     ``reference`` (a level's folder, built from the current sources), running nothing."""
-    import importlib
-    import pkgutil
-
     from numba.core import config
 
-    import avgpool.kernels
-    from avgpool.kernels.jit import KernelCache
+    from avgpool.first_calls import entry_kernels
 
     found = 0
-    for info in pkgutil.iter_modules(avgpool.kernels.__path__):
-        module = importlib.import_module(f"avgpool.kernels.{info.name}")
-        for value in vars(module).values():
-            cache = getattr(value, "_cache", None)
-            if isinstance(cache, KernelCache) and cache._entry and value.py_func.__module__ == module.__name__:
-                signatures = [key[0] for key in cache._file(str(reference))._load_index()]  # {}: other sources
-                found += len(signatures)
-                if cache._features(config.CPU_NAME) == (config.CPU_FEATURES or ""):  # the others are not kept
-                    for signature in signatures:
-                        value.compile(signature)
+    for dispatcher in entry_kernels():
+        signatures = [key[0] for key in dispatcher._cache._file(str(reference))._load_index()]  # {}: other sources
+        found += len(signatures)
+        if dispatcher._cache._features(config.CPU_NAME) == (config.CPU_FEATURES or ""):  # the others are not kept
+            for signature in signatures:
+                dispatcher.compile(signature)
     if not found:
         raise SystemExit(f"no entry kernel built from the current sources in {reference}: build a level this "
                          f"machine runs ({', '.join(_levels_of_this_cpu())}) first")

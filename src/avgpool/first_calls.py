@@ -116,3 +116,22 @@ def cache_location() -> str | None:
     from .kernels import jit
 
     return jit.cache_location()
+
+
+def entry_kernels() -> list:
+    """Every entry kernel (a dispatcher whose machine code is shipped precompiled: the kernels
+    the kinds above reach), found in the modules of :mod:`avgpool.kernels`."""
+    import importlib
+    import pkgutil
+
+    from . import kernels
+    from .kernels.jit import KernelCache
+
+    found = []
+    for info in pkgutil.iter_modules(kernels.__path__):
+        module = importlib.import_module(f"{kernels.__name__}.{info.name}")
+        for value in vars(module).values():
+            cache = getattr(value, "_cache", None)
+            if isinstance(cache, KernelCache) and cache._entry and value.py_func.__module__ == module.__name__:
+                found.append(value)
+    return found
