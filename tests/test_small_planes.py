@@ -110,10 +110,10 @@ def test_stride_two_gives_the_results_of_the_separable_passes(dtype, plane, kern
                          count_include_pad=count_include_pad)
             _, spec, _ = _validated(x, 22, opset=22, layout="NCX", auto_pad="NOTSET", ceil_mode=0, dilations=None,
                                     **attrs)
-            with tuning.tuned(stride_two_planes_need_mask_registers=0):  # the rows on any CPU
+            with tuning.tuned(stride_two_min_columns=1):  # the rows however few their outputs
                 assert (tables.kernel_tables(spec, plane, 1).axes[:, 8] >= 0).all()
                 small = avgpool.average_pool(x, **attrs)
-            with tuning.tuned(small_plane_values=0):
+            with tuning.tuned(stride_two_min_columns=9):
                 separable = avgpool.average_pool(x, **attrs)
             assert _same_results(small, separable), (channels, attrs)
 
@@ -158,26 +158,76 @@ def test_threads_split_small_planes_anywhere():
 def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None)
     _, spec, _ = _validated(np.zeros(shape, np.float32), 22, opset=22, layout="NCX", **{**defaults, **attrs})
-    with tuning.tuned(stride_two_planes_need_mask_registers=0):  # the stride-2 rows' geometry on any CPU
+    with tuning.tuned(stride_two_min_columns=1):  # the stride-2 rows' geometry alone
         found = tables.kernel_tables(spec, shape[2:], 1)
     assert bool((found.axes[:, 8] >= 0).all()) is expected
 
 
-@pytest.mark.parametrize("avx512", [False, True])
-def test_stride_two_rows_only_on_cpus_with_avx512(monkeypatch, avx512):
-    # their lane-masked loads and stores are AVX2 vmaskmov without AVX-512, 2x slower than the separable
-    # passes on an AMD EPYC (tuning.stride_two_planes_need_mask_registers)
-    monkeypatch.setattr(tables, "cpu_has_avx512", lambda: avx512)
-    tables.kernel_tables.cache_clear()  # its key holds the tuning, not the CPU
-    try:
-        for kernel, pads in (((2, 2), [0, 0, 0, 0]), ((3, 3), [1, 1, 1, 1])):
-            _, spec, _ = _validated(np.zeros((1, 8, 14, 14), np.float32), 22, opset=22, layout="NCX", strides=[2, 2],
-                                    pads=pads, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
-                                    kernel_shape=list(kernel))
-            found = tables.kernel_tables(spec, (14, 14), 1)
-            assert bool((found.axes[:, 8] >= 0).all()) is avx512, kernel
-    finally:
-        tables.kernel_tables.cache_clear()
+@pytest.mark.parametrize(("plane", "kernel", "pads", "expected"), [
+    ((14, 14), (3, 3), [1, 1, 1, 1], True),  # ShuffleNet, 7 outputs a row
+    ((14, 14), (2, 2), [0, 0, 0, 0], True),  # DenseNet
+    ((5, 5), (3, 3), [1, 1, 1, 1], True),  # 3 outputs a row: the fewest that pay
+    ((4, 4), (3, 3), [1, 1, 1, 1], False),  # 2: the separable passes are as fast
+    ((4, 4), (2, 2), [0, 0, 0, 0], False),
+    ((64, 16), (2, 2), [0, 0, 0, 0], True),  # 1024 values
+    ((66, 16), (2, 2), [0, 0, 0, 0], False),  # a plane past what one thread should take alone
+])
+def test_stride_two_rows_where_they_are_faster(plane, kernel, pads, expected):
+    # the same choice on every CPU: the loads and stores through lane masks, slow with AVX2, are
+    # only the last plane's and the last row's (tuning.stride_two_min_columns has the timings)
+    _, spec, _ = _validated(np.zeros((1, 8, *plane), np.float32), 22, opset=22, layout="NCX", strides=[2, 2],
+                            pads=pads, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+                            kernel_shape=list(kernel))
+    assert bool((tables.kernel_tables(spec, plane, 1).axes[:, 8] >= 0).all()) is expected
+
+
+def _beside_a_guard_page(shape: tuple[int, ...], dtype: np.dtype, after: bool) -> tuple[np.ndarray, object]:
+    """An array that ends just before (``after``) or starts just after a page no access is allowed
+    to: reading a byte past it kills the process. Returns the array and the mapping it lives in."""
+    import ctypes
+    import mmap
+
+    page, nbytes = mmap.PAGESIZE, int(np.prod(shape)) * np.dtype(dtype).itemsize
+    pages = -(-nbytes // page)
+    mapping = mmap.mmap(-1, (pages + 1) * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+    guard = base + pages * page if after else base
+    assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(guard), ctypes.c_size_t(page), 0) == 0  # PROT_NONE
+    offset = pages * page - nbytes if after else page
+    array = np.frombuffer(mapping, np.uint8, nbytes, offset).view(dtype).reshape(shape)
+    return array, mapping
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize(("plane", "kernel", "pads"), STRIDE_TWO)
+def test_stride_two_rows_read_and_write_nothing_outside_the_arrays(dtype, plane, kernel, pads):
+    # rows are loaded 16 values at a time and stored 8 at a time, except where that would reach
+    # past the input or the call's outputs: an input between pages no access is allowed to, an
+    # output followed by values that must stay as they are
+    rng = np.random.default_rng(sum(plane))
+    attrs = dict(kernel_shape=list(kernel), strides=[2, 2], pads=list(pads))
+    shape = (1, 3, *plane)
+    x = _hard_values(rng, shape, np.dtype(dtype))
+    with tuning.tuned(stride_two_min_columns=1):
+        expected = avgpool.average_pool(x, **attrs)
+        for after in (True, False):
+            guarded, mapping = _beside_a_guard_page(shape, dtype, after)
+            guarded[...] = x
+            room = np.full(expected.size + 8, 7.0, dtype)
+            out = room[:expected.size].reshape(expected.shape)
+            assert avgpool.average_pool(guarded, **attrs, out=out) is out
+            assert _same_results(out, expected) and (room[expected.size:] == 7.0).all()
+            del guarded  # the mapping is closed with no view of it left
+
+
+def test_threads_split_stride_two_planes_anywhere():
+    rng = np.random.default_rng(5)
+    x = _hard_values(rng, (2, 301, 14, 14), np.dtype(np.float32))
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    with tuning.tuned(parallel_min_elements=1, many_pieces_elements=1, pieces_per_thread=7):
+        pooled = avgpool.average_pool(x, **attrs)
+    one_plane_at_a_time = np.stack([avgpool.average_pool(x[:, c:c + 1], **attrs)[:, 0] for c in range(301)], axis=1)
+    assert _same_results(pooled, one_plane_at_a_time)
 
 
 @pytest.mark.parametrize(("plane", "flat"), [((7, 7), True), ((1, 9), True), ((28, 28), True), ((6, 6), False),

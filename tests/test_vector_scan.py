@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from avgpool import tables
-from avgpool.kernels.running import _line_window_sums
+from avgpool.kernels.running import _line_window_sums, _scale_line
 from avgpool.kernels.vector_scan import LANES
 
 CANARY = -0x5A5A5A5A5A5A5A5A
@@ -42,6 +42,29 @@ def test_line_window_sums_are_exact_where_float64_sums_are_not(k):
     starts = np.arange(n_out)
     expected = [k * (1 << 56) + sum(range(s, s + k)) for s in starts]
     assert sums[:n_out].tolist() == expected
+
+
+def test_window_sums_become_float64_as_numpy_converts_them():
+    """_scale_line's int64 -> float64 conversion is vector code of its own (running._to_double):
+    every int64 rounds as numpy rounds it, ties to even included, at every magnitude and sign."""
+    edges = [0, 1, -1, (1 << 63) - 1, -(1 << 63)]
+    for bits in range(30, 63):
+        for k in range(-3, 4):
+            edges += [(1 << bits) + k, -(1 << bits) + k]
+    ties = []
+    for bits in range(54, 63):  # halfway between two float64 neighbours, and one unit either side
+        step = 1 << (bits - 52)
+        for m in (1, 2, 3, (1 << 52) - 1):
+            tie = (1 << bits) + m * step + step // 2
+            ties += [tie - 1, tie, tie + 1, -tie + 1, -tie, -tie - 1]
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 64, 200_000)
+    random = rng.integers(-(1 << 62), 1 << 62, 200_000, dtype=np.int64) >> (62 - lengths)
+    sums = np.concatenate([np.array(edges + ties, np.int64), random])
+    out = np.zeros(sums.size + 3)
+    _scale_line(sums, out, 3, sums.size, 1.0, np.ones(sums.size + 5), 5)
+    assert np.array_equal(out[3:].view(np.uint64), sums.astype(np.float64).view(np.uint64))
+    assert (out[:3] == 0).all()
 
 
 @pytest.mark.parametrize("size, first", [(1, 0), (300, 0), (300, 15), (37, 7), (8, 8)])

@@ -197,31 +197,21 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
     inputs and windows of 3 taps centred on their output (pad_begin 1) or of 1 (so that only a
     window's first and last tap can fall outside the plane), by the flat loops where
     :func:`_flat` takes the rows, else by the masks in planes of at most
-    Tuning.small_plane_values values; or every axis at stride 2 (:func:`_stride_two`) in planes of
-    at most Tuning.small_plane_values values, on CPUs with AVX-512
-    (Tuning.stride_two_planes_need_mask_registers). (The finite bits are those of the separable
-    passes: this only picks the faster loops.)"""
+    Tuning.small_plane_values values; or every axis at stride 2 (:func:`_stride_two`) in rows of
+    at least Tuning.stride_two_min_columns outputs, planes of at most Tuning.stride_two_max_values
+    values. (The finite bits are those of the separable passes: this only picks the faster
+    loops.)"""
     if len(plans) != 2 or channels != 1 or global_window or any(blocks):
         return None
     values = math.prod(p.geometry.length for p in plans)
-    small = 0 < values <= tuning.current().small_plane_values
     if all(p.geometry.stride == 2 for p in plans):
-        cheap = cpu_has_avx512() or not tuning.current().stride_two_planes_need_mask_registers
-        return STRIDE_TWO if small and cheap and _stride_two(plans) else None
+        tune = tuning.current()
+        fits = 0 < values <= tune.stride_two_max_values and plans[1].geometry.out >= tune.stride_two_min_columns
+        return STRIDE_TWO if fits and _stride_two(plans) else None
     if not all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
                and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans)):
         return None
-    return FLAT if _flat(plans) else MASKS if small else None
-
-
-def cpu_has_avx512() -> bool:
-    """Whether this CPU has AVX-512 (LLVM's reading of it), which a crossover depends on: the
-    stride-2 small planes' lane-masked loads and stores (Tuning.stride_two_planes_need_mask_registers). The
-    CPU's, not the level of the kernels run: one machine takes the same paths, so gives the same
-    bits, at every level."""
-    from .kernels.jit import host_features
-
-    return "avx512f" in host_features()
+    return FLAT if _flat(plans) else MASKS if 0 < values <= tuning.current().small_plane_values else None
 
 
 def _flat(plans: tuple[AxisPlan, ...]) -> bool:

@@ -71,21 +71,24 @@ class Tuning:
     #: direct 3085 us against block 2679 at k 25, alike below). bench.py's 1 x k kernel rows.
     contiguous_block_sums_min_kernel: int = 25
     #: NCX planes of at most this many values go by kernels/small_planes.py's masks (3 x 3 "same"
-    #: windows at stride 1, rows narrower than flat_plane_min_width) or its stride-2 rows (windows of
-    #: 2 or 3 taps), where the separable passes' short rows cost more (serial, this kernel against
-    #: the separable passes): 3x3 p1 1x1024x7x7 by the masks 38 us against 59; 3x3 s2 p1
-    #: 1x272x14x14 16 against 27; 2x2 s2 1x512x14x14 21 against 27. Re-measured by bench.py's node
-    #: rows (1x272x14x14 3x3 s2, 1x512x14x14 2x2); tests/test_small_planes.py turns it off with 0.
+    #: windows at stride 1, rows narrower than flat_plane_min_width), where the separable passes'
+    #: short rows cost more (serial, this kernel against the separable passes): 3x3 p1 1x1024x7x7
+    #: by the masks 38 us against 59. Re-measured by bench.py's 1x1024x7x7 node row;
+    #: tests/test_small_planes.py turns it off with 0.
     small_plane_values: int = 196
-    #: 1: the stride-2 rows of kernels/small_planes.py only on CPUs with AVX-512, whose loads and
-    #: stores through lane masks take a mask register (tables.cpu_has_avx512); elsewhere the
-    #: separable passes. Their lane-masked loads and stores are AVX2 ``vmaskmov`` there, which an
-    #: AMD EPYC (Zen 3, x86-64-v3 kernels) runs slowly: serial, stride-2 rows against the
-    #: separable passes, 2x2 s2 1x512x14x14 68-117 us against 34-64, 3x3 s2 p1 1x272x14x14 44-75
-    #: against 28-59, and still behind with plain stores (the timings above are an AVX-512
-    #: machine's). tests/test_small_planes.py sets 0 to test the rows
-    #: on every CPU.
-    stride_two_planes_need_mask_registers: int = 1
+    #: NCX planes at stride 2 with rows of at most 16 values (windows of 2 or 3 taps) go by
+    #: kernels/small_planes.py's stride-2 rows when a row has at least this many outputs: an
+    #: output row costs them the same whatever its width, the separable passes less when short
+    #: (AMD EPYC, AVX2, serial, time of the stride-2 rows / the separable passes' in planes of 16K
+    #: values: 2x2 s2 4x4 1.5, 6x6 0.95-1.05, 7x7 0.8, 8x8 1.05-1.3, 14x14 0.75-0.8, 16x16 0.9,
+    #: 14x7 0.65; 3x3 s2 p1 3x3 1.15, 4x4 1.0, 6x6 0.65, 8x8 0.75-0.85, 14x14 0.55, 16x16 0.65).
+    #: Re-measured by bench.py's node rows (1x272x14x14 3x3 s2, 1x512x14x14 2x2);
+    #: tests/test_small_planes.py turns them off with 9.
+    stride_two_min_columns: int = 3
+    #: ... in planes of at most this many values: a plane is one thread's work (threads split the
+    #: planes, not a plane), so a few tall planes keep the separable passes, which cut them
+    #: (64x16 3x3 s2 p1, 1024 values, serial: 0.63 of the separable passes' time).
+    stride_two_max_values: int = 1024
     #: Planes of 3 x 3 (or 1) "same" windows at stride 1 whose rows have at least this many values
     #: go by kernels/small_planes.py's flat loops (a loop per plane, the edge windows summed again
     #: apart), narrower ones of at most small_plane_values values by its masks (serial, masks

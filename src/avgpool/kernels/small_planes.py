@@ -30,11 +30,17 @@ engine takes this kernel where the middle tap is the output's own position), in 
 
 Planes at stride 2 (DenseNet's 2 x 2 transitions on 14 x 14, ShuffleNet's 3 x 3 pads 1) go by
 :func:`_pool_stride_two` instead: an output row is one vector of 16 columns (rows of up to 16
-values, up to 8 outputs), its taps loaded through lane masks, and a plane's rows are one loop
-that keeps the tap row two windows share (3 taps). LLVM's loop vectoriser leaves loops over 14
-values scalar, which is what makes the separable passes slow there (bench.py's densenet121 node
-3 and shufflenet node 3 rows; tuning.small_plane_values has the timings), so these rows are
-written as LLVM vector code (:func:`_plane_code`).
+values, up to 8 outputs), and a plane's rows are one loop that keeps the tap row two windows
+share (3 taps). LLVM's loop vectoriser leaves loops over 14 values scalar, which is what makes
+the separable passes slow there (bench.py's densenet121 node 3 and shufflenet node 3 rows;
+tuning.stride_two_min_columns has the timings), so these rows are written as LLVM vector code
+(:func:`_plane_code`). A row's 16 values are loaded as they are, the next row's values in the
+lanes past it, which reach only outputs past the row or taps a window's select leaves out; an
+output row is stored as 8 lanes, the lanes past it landing on outputs the same call writes
+later. Only where that would read past the input (its last plane) or write past the call's
+outputs (its last row) do loads and stores go through lane masks: AVX2 runs those as
+``vmaskmov``, which an AMD EPYC (Zen 3) runs slowly (masked everywhere, 1x272x14x14 3x3 s2 p1
+took 57 us serial against 20.5 now, 1x512x14x14 2x2 s2 101 against 37).
 """
 
 from __future__ import annotations
@@ -167,19 +173,38 @@ def _masked(builder, name, value_type, arguments):
     return builder.call(function, arguments)
 
 
-def _tap_row(builder, xs, x_type, start, inside, valid):
+def _tap_row(builder, xs, x_type, start, inside, valid, plain):
     """The row of taps at ``xs[start]`` (values of ``x_type``), as two float64 vectors of LANES // 2
-    (lanes outside the row, or all of them where ``valid`` is false, are -0.0, which leaves a sum
-    as it was)."""
+    (all -0.0 where ``valid`` is false, which leaves a sum as it was). ``plain``: the 16 values
+    from ``start`` are in the array, loaded as they are (lanes past the row hold the next row's
+    values, which reach only outputs past the row's or windows' ends); else lanes outside the row
+    are -0.0, loaded through lane masks."""
     half = LANES // 2
-    halves = []
-    for h in range(2):
-        mask = inside[h] if valid is None else builder.and_(inside[h], _splat(builder, valid, half))
+    vector = ir.VectorType(x_type, half)
+
+    def load(h, mask):
         pointer = builder.gep(xs, [builder.add(start, ir.Constant(I64, half * h))])
-        v = _masked(builder, "load", ir.VectorType(x_type, half),
-                    [pointer, ir.Constant(I32, 4), mask, ir.Constant(ir.VectorType(x_type, half), [-0.0] * half)])
-        halves.append(builder.fpext(v, ir.VectorType(F64, half)) if x_type != F64 else v)
-    return halves
+        if mask is None:
+            v = builder.load(builder.bitcast(pointer, vector.as_pointer()), align=4)
+        else:
+            v = _masked(builder, "load", vector, [pointer, ir.Constant(I32, 4), mask,
+                                                  ir.Constant(vector, [-0.0] * half)])
+        return builder.fpext(v, ir.VectorType(F64, half)) if x_type != F64 else v
+
+    if not plain:
+        return [load(h, inside[h] if valid is None else builder.and_(inside[h], _splat(builder, valid, half)))
+                for h in range(2)]
+    if valid is None:
+        return [load(h, None) for h in range(2)]
+    slots = [cgutils.alloca_once(builder, ir.VectorType(F64, half)) for _ in range(2)]
+    with builder.if_else(valid) as (taps, padding):
+        with taps:
+            for h in range(2):
+                builder.store(load(h, None), slots[h])
+        with padding:
+            for h in range(2):
+                builder.store(ir.Constant(ir.VectorType(F64, half), [-0.0] * half), slots[h])
+    return [builder.load(slot) for slot in slots]
 
 
 def _window_columns(builder, lo, hi, three, from_before, valid_left, valid_right):
@@ -208,20 +233,21 @@ def _window_columns(builder, lo, hi, three, from_before, valid_left, valid_right
     return total
 
 
-def _plane_code(tall):
+def _plane_code(tall, plain):
     """The LLVM code of one plane at stride 2, for a window of 3 taps along the first axis
     (``tall``, pad_begin 1; else 2 taps). Along the second axis, ``second`` = 3 (3 taps, pad_begin
     1), 1 (2 taps, pad_begin 1) or 0 (2 taps, pad_begin 0), the same for every row: a branch LLVM
-    takes out of the loop."""
+    takes out of the loop. ``plain``: every row the windows read may be loaded 16 values at a time
+    (:func:`_tap_row`)."""
     @intrinsic
-    def plane(typingctx, x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second):
+    def plane(typingctx, x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second, o_end):
         """Output rows ``0..rows`` of the plane whose first tap row starts at ``x[q0]`` (maybe
-        before the array: its lanes are masked) into ``out[o:]``; the tables as in
-        :func:`_pool_stride_two`."""
-        signature = types.void(x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second)
+        before the array: a row of padding is not loaded) into ``out[o:]``, writing nothing at or
+        past ``out[o_end]``; the tables as in :func:`_pool_stride_two`."""
+        signature = types.void(x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second, o_end)
 
         def codegen(context, builder, sig, args):
-            x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second = args
+            x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second, o_end = args
             data = [context.make_array(t)(context, builder, v).data if isinstance(t, types.Array) else None
                     for t, v in zip(sig.args, args)]
             xs, ups, downs, f0s, outs, lefts, rights, f1s = (data[i] for i in (0, 4, 5, 6, 7, 10, 11, 12))
@@ -245,7 +271,7 @@ def _plane_code(tall):
             sums = [cgutils.alloca_once(builder, d8) for _ in range(2)]
             if tall:
                 first = builder.icmp_unsigned("!=", builder.load(ups), zero)
-                for h, v in enumerate(_tap_row(builder, xs, x_type, q0, inside, first)):
+                for h, v in enumerate(_tap_row(builder, xs, x_type, q0, inside, first, plain)):
                     builder.store(v, carried[h])
             two_rows = builder.add(width, width)
             with cgutils.for_range(builder, rows) as loop:
@@ -257,14 +283,15 @@ def _plane_code(tall):
                 def first_axis(edge):
                     if tall:
                         a = [builder.load(c) for c in carried]
-                        m = _tap_row(builder, xs, x_type, builder.add(q, width), inside, None)
-                        z = _tap_row(builder, xs, x_type, builder.add(q, two_rows), inside, last if edge else None)
+                        m = _tap_row(builder, xs, x_type, builder.add(q, width), inside, None, plain)
+                        z = _tap_row(builder, xs, x_type, builder.add(q, two_rows), inside, last if edge else None,
+                                     plain)
                         for h in range(2):
                             builder.store(z[h], carried[h])
                         total = [builder.fadd(builder.fadd(a[h], m[h]), z[h]) for h in range(2)]
                     else:
-                        a = _tap_row(builder, xs, x_type, q, inside, first if edge else None)
-                        m = _tap_row(builder, xs, x_type, builder.add(q, width), inside, last if edge else None)
+                        a = _tap_row(builder, xs, x_type, q, inside, first if edge else None, plain)
+                        m = _tap_row(builder, xs, x_type, builder.add(q, width), inside, last if edge else None, plain)
                         total = [builder.fadd(a[h], m[h]) for h in range(2)]
                     for h in range(2):
                         builder.store(total[h], sums[h])
@@ -281,15 +308,23 @@ def _plane_code(tall):
                 v = builder.fmul(_window_columns(builder, lo, hi, three, from_before, valid_left, valid_right), scale1)
                 if out_type != F64:
                     v = builder.fptrunc(v, ir.VectorType(out_type, half))
-                target = builder.gep(outs, [builder.add(o, builder.mul(r, cols))])
-                _masked(builder, "store", ir.VoidType(), [v, target, ir.Constant(I32, 4), stored])
+                at = builder.add(o, builder.mul(r, cols))
+                target = builder.gep(outs, [at])
+                # lanes past the row land on outputs this call writes later: stored as they are
+                fits = builder.icmp_unsigned("<=", builder.add(at, ir.Constant(I64, half)), o_end)
+                with builder.if_else(fits, likely=True) as (whole, tail):
+                    with whole:
+                        builder.store(v, builder.bitcast(target, v.type.as_pointer()), align=4)
+                    with tail:
+                        _masked(builder, "store", ir.VoidType(), [v, target, ir.Constant(I32, 4), stored])
             return context.get_dummy_value()
 
         return signature, codegen
     return plane
 
 
-_tall_plane, _plane = _plane_code(True), _plane_code(False)
+_tall_plane, _plane = _plane_code(True, False), _plane_code(False, False)
+_tall_plain, _plain = _plane_code(True, True), _plane_code(False, True)
 
 
 @kernel(**COMPUTE)
@@ -298,7 +333,8 @@ def _pool_stride_two(x, out, start, stop, axes, masks, factors):
     1 or 0 (3 taps: pad_begin 1), one output row at a time. Tables (tables.small_plane_tables):
     ``masks`` = the kernel along each axis, then per output row whether its first and last tap
     are valid (``rows`` each), then per output column the same (``LANES // 2`` each); ``factors``
-    = each output row's scale, then each column's (``LANES // 2``)."""
+    = each output row's scale, then each column's (``LANES // 2``). Planes before the last one
+    or two (``loadable``) go by the code with plain loads (:func:`_plane_code`)."""
     height, width, rows, cols = axes[0, LENGTH], axes[1, LENGTH], axes[0, OUTPUTS], axes[1, OUTPUTS]
     half = LANES // 2
     up, down = masks[2:2 + rows], masks[2 + rows:2 + 2 * rows]
@@ -307,9 +343,17 @@ def _pool_stride_two(x, out, start, stop, axes, masks, factors):
     tall, second = masks[0] == 3, (masks[1] == 3) * 2 + axes[1, PLANE_PAD]
     plane_in, plane_out, w, n, m = U(height * width), U(rows * cols), U(width), U(rows), U(cols)
     back = U(axes[0, PLANE_PAD]) * w
+    o_end = U(stop) * plane_out
+    # planes whose rows may be loaded 16 values at a time without reading past the array
+    loadable = (U(x.size) + w - U(LANES)) // plane_in if x.size + width >= LANES else U(0)
     for b in range(start, stop):
         q0, o = U(b) * plane_in - back, U(b) * plane_out
-        if tall:
-            _tall_plane(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second)
+        if U(b) < loadable:
+            if tall:
+                _tall_plain(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second, o_end)
+            else:
+                _plain(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second, o_end)
+        elif tall:
+            _tall_plane(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second, o_end)
         else:
-            _plane(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second)
+            _plane(x, q0, w, n, up, down, f0, out, o, m, left, right, f1, second, o_end)
