@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from helpers import run_battery as _run_battery
 
+from avgpool.first_calls import entry_kernels
 from avgpool.kernels import jit
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -25,16 +26,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 needs_a_level = pytest.mark.skipif(not jit.shipped_levels(), reason="no precompiled level runs on this CPU")
 
 
-def _entry_kernels():
-    from avgpool.first_calls import entry_kernels
-
-    return entry_kernels()
-
-
 @pytest.mark.parametrize("level", list(jit.LEVELS))
 def test_the_shipped_kernels_are_built_from_the_current_sources(level):
     # a kernel source edited without `python tools/precompile.py` leaves a stale index: rebuild them
-    for dispatcher in _entry_kernels():
+    for dispatcher in entry_kernels():
         index = dispatcher._cache._file(str(jit.PRECOMPILED / level))._load_index()
         assert index, f"{level}: no current precompiled {dispatcher.py_func.__name__}: run tools/precompile.py"
 
@@ -46,7 +41,7 @@ def test_every_level_holds_the_same_signatures():
     def signatures(level):
         return {dispatcher.py_func.__name__: sorted(str(key[0]) for key in
                                                     dispatcher._cache._file(str(jit.PRECOMPILED / level))._load_index())
-                for dispatcher in _entry_kernels()}
+                for dispatcher in entry_kernels()}
 
     first, *others = jit.LEVELS
     expected = signatures(first)
@@ -68,7 +63,7 @@ def test_the_stamp_covers_every_kernel_module(tmp_path):
         (copy / name).write_text((copy / name).read_text() + "\n# changed\n")
         stamps.add(jit.sources_stamp(copy))
     assert len(stamps) == 3 and jit.sources_stamp(kernels) not in stamps
-    for dispatcher in _entry_kernels():
+    for dispatcher in entry_kernels():
         assert dispatcher._cache._file(str(tmp_path))._source_stamp == jit.sources_stamp(), dispatcher
 
 

@@ -79,7 +79,6 @@ def edge_arrays(draw, shape, dtype):
         return np.array(values, dtype=np.float64).astype(dtype).reshape(shape)
 
 
-
 def _reference_of(x, attrs, layout, absolute=False):
     n = len(attrs["kernel_shape"])
     flat = attrs["pads"] or [0] * (2 * n)
