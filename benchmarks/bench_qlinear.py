@@ -166,6 +166,18 @@ def function_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int
     return Runner("function", call, lambda: out, note="qlinear_average_pool(..., out=out)")
 
 
+def literal_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
+    """The function as a script calls it, the lists written in the call (new objects each time,
+    looked up by value; :func:`function_runner` passes the same objects, as a model runner does)."""
+    out = np.empty(out_shape, x.dtype)
+    args = [repr(v) for v in w.quant] + [repr(w.attrs["kernel_shape"])]
+    args += [f"{name}={value!r}" for name, value in _kwargs(w, nhwc).items()]
+    source = f"lambda: qlinear_average_pool(x, {', '.join(args)}, out=out)"
+    call = eval(source, {"qlinear_average_pool": avgpool.qlinear_average_pool, "np": np, "x": x, "out": out})  # noqa: S307
+    call()
+    return Runner("literal", call, lambda: out, note=source.removeprefix("lambda: "))
+
+
 def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
     import onnxruntime as ort
     from onnx import TensorProto, helper
@@ -282,6 +294,10 @@ class Row:
     def fn_over_prepared(self) -> float:
         return paired_ratio(self.samples["function"], self.samples["prepared"])
 
+    @property
+    def literal_over_prepared(self) -> float:
+        return paired_ratio(self.samples["literal"], self.samples["prepared"])
+
 
 def fmt(seconds: float | None) -> str:
     if seconds is None:
@@ -298,12 +314,13 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
     row = Row(w, "NHWC" if nhwc else "NCHW", {})
     function = function_runner(w, x, nhwc, out_shape)
     prepared = prepared_runner(w, x, nhwc, out_shape)
+    literal = literal_runner(w, x, nhwc, out_shape)
     engine = engine_runner(w, x, nhwc, out_shape)
     function.call()  # the function's memo now holds this call: check it is the engine runner's
     last = _qlinear._LAST
     if last is None or last[-2] is not engine.keep[0] or last[-1] is not engine.keep[1]:
         row.notes.append("WARNING: the engine runner's objects are not the function's memoised ones")
-    runners = [prepared, function, engine]
+    runners = [prepared, function, literal, engine]
     for make in (ort_runner, torch_runner):
         try:
             runners.append(make(w, x, nhwc, out_shape))
@@ -311,10 +328,10 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
             name = "onnxruntime" if make is ort_runner else "torch"
             row.notes.append(f"{name} skipped: {type(err).__name__}: {str(err).splitlines()[0][:120]}")
     ours = prepared.result()
-    exact = np.array_equal(function.result(), ours) and np.array_equal(engine.result(), ours)
+    exact = all(np.array_equal(r.result(), ours) for r in (function, literal, engine))
     if not exact:
-        row.notes.append("FUNCTION OR ENGINE DIFFERS FROM PREPARED")
-    for r in runners[3:]:
+        row.notes.append("FUNCTION, LITERAL CALL OR ENGINE DIFFERS FROM PREPARED")
+    for r in runners[4:]:
         theirs = r.result()
         if r.name == "onnxruntime":
             same = theirs.shape == ours.shape and np.array_equal(theirs, ours)
@@ -331,21 +348,21 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
         row.exact = False
     if w.note:
         row.notes.append(w.note)
-    row.samples = measure(runners, rounds, budget)
+    row.samples = measure(runners, rounds, budget, together=("prepared", "function", "literal", "engine"))
     row.times = {name: statistics.median(s) for name, s in row.samples.items()}
     return row
 
 
-HEADER = ("row", "prepared", "function", "engine", "onnxruntime", "torch", "fn/prep", "fastest", "ratio", "fn ratio")
+HEADER = ("row", "prepared", "function", "engine", "onnxruntime", "torch", "fn/prep", "lit/prep", "fastest", "ratio",
+          "fn ratio")
 
 
 def cells(row: Row) -> list[str]:
     t = row.times
     r, fr = row.ratio("prepared"), row.ratio("function")
     return [row.label, fmt(t.get("prepared")), fmt(t.get("function")), fmt(t.get("engine")), fmt(t.get("onnxruntime")),
-            fmt(t.get("torch")),
-            f"{row.fn_over_prepared:.2f}", row.fastest or "-", "-" if r is None else f"{r:.2f}",
-            "-" if fr is None else f"{fr:.2f}"]
+            fmt(t.get("torch")), f"{row.fn_over_prepared:.2f}", f"{row.literal_over_prepared:.2f}",
+            row.fastest or "-", "-" if r is None else f"{r:.2f}", "-" if fr is None else f"{fr:.2f}"]
 
 
 def print_line(values: list[str], width: int) -> None:
@@ -386,31 +403,36 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
                 lines.append(f"{label} / fastest peer, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
                              f"{gm:.2f}, worst {worst.ratio(kind):.2f} ({worst.label}); {above} above 1.0")
         lines.append("")
-    for group, gtext in (("node", "model-node rows"), (None, "rows in all")):
-        if group is None and present == {"node"}:
-            continue
-        for ltext, lays in layouts:
-            sel = [r for r in rows if r.layout in lays and (group is None or r.workload.group == group)]
-            if not sel:
+    # each way of calling the function against the prepared pool: same objects, literal lists
+    calls = (("fn_over_prepared", "function / prepared"), ("literal_over_prepared", "literal lists / prepared"))
+    for key, ktext in calls:
+        for group, gtext in (("node", "model-node rows"), (None, "rows in all")):
+            if group is None and present == {"node"}:
                 continue
-            worst = max(sel, key=lambda r: r.fn_over_prepared)
-            within = sum(r.fn_over_prepared <= 1.10 for r in sel)
-            lines.append(f"function / prepared, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
-                         f"{geomean([r.fn_over_prepared for r in sel]):.2f}, worst {worst.fn_over_prepared:.2f} "
-                         f"({worst.label}); within 10%: {within}/{len(sel)}")
+            for ltext, lays in layouts:
+                sel = [r for r in rows if r.layout in lays and (group is None or r.workload.group == group)]
+                if not sel:
+                    continue
+                worst = max(sel, key=lambda r: getattr(r, key))
+                within = sum(getattr(r, key) <= 1.10 for r in sel)
+                lines.append(f"{ktext}, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
+                             f"{geomean([getattr(r, key) for r in sel]):.2f}, worst {getattr(worst, key):.2f} "
+                             f"({worst.label}); within 10%: {within}/{len(sel)}")
     lines.append("")
     checked = [r for r in rows if r.exact is not None]
     differ = [r for r in rows if r.exact is False]
     target(None if not checked else not differ and len(checked) == len(rows),
-           f"bit-exact with onnxruntime, prepared and function: {len(checked) - len(differ)}/{len(rows)} rows"
+           f"bit-exact with onnxruntime, prepared and function (both calls): "
+           f"{len(checked) - len(differ)}/{len(rows)} rows"
            + (f" (differ: {', '.join(r.label for r in differ)})" if differ else ""))
     both = ("NCHW", "NHWC")
-    for sel_group, text in (("node", "every model node"), (None, "every row")):
-        sel = [r for r in rows if sel_group is None or r.workload.group == sel_group]
-        worst = max(sel, key=lambda r: r.fn_over_prepared, default=None)
-        within = sum(r.fn_over_prepared <= 1.10 for r in sel)
-        target(None if not sel else within == len(sel), f"function within 10% of the prepared pool on {text}"
-               + (f" ({within}/{len(sel)}; worst {worst.fn_over_prepared:.2f} on {worst.label})" if sel else ""))
+    for key, ktext in calls:
+        for sel_group, text in (("node", "every model node"), (None, "every row")):
+            sel = [r for r in rows if sel_group is None or r.workload.group == sel_group]
+            worst = max(sel, key=lambda r: getattr(r, key), default=None)
+            within = sum(getattr(r, key) <= 1.10 for r in sel)
+            target(None if not sel else within == len(sel), f"{ktext} within 10% on {text}"
+                   + (f" ({within}/{len(sel)}; worst {getattr(worst, key):.2f} on {worst.label})" if sel else ""))
     for kind in ("prepared", "function"):
         s = stats.get((kind, "node", both))
         target(None if s is None else s[0] <= 0.6, f"model nodes, {kind}: geometric mean of the ratios <= 0.6"

@@ -32,12 +32,30 @@ def test_same_shape_other_strides_dtype_and_byte_order_get_their_own_results():
 
 @pytest.mark.parametrize("bad", [dict(kernel_shape=[2.0, 2.0]), dict(kernel_shape=[2, 2], ceil_mode=2.5),
                                  dict(kernel_shape=[2, 2], opset=22.0), dict(kernel_shape=[True, 2]),
-                                 dict(kernel_shape=[2, 2], layout="nhwc")])
-def test_a_value_equal_to_a_remembered_one_but_invalid_is_still_refused(bad):
+                                 dict(kernel_shape=[2, 2], layout="nhwc"), dict(kernel_shape=[2, 2], ceil_mode=0.0),
+                                 dict(kernel_shape=[2, 2], count_include_pad=None)])
+# remembered with its scalars given, and with every scalar the default (a shorter key)
+@pytest.mark.parametrize("scalars", [dict(ceil_mode=1, opset=22), dict()])
+def test_a_value_equal_to_a_remembered_one_but_invalid_is_still_refused(bad, scalars):
     x = np.ones((1, 1, 4, 4), np.float32)
-    avgpool.average_pool(x, [2, 2], ceil_mode=1, opset=22)  # remembered: kernel (2, 2), ints
+    for _ in range(2):
+        avgpool.average_pool(x, [2, 2], **scalars)  # remembered: kernel (2, 2), ints
     with pytest.raises(avgpool.AvgPoolError):
         avgpool.average_pool(x, **bad)
+
+
+def test_calls_with_the_default_scalars_and_with_others_get_their_own_results():
+    # a call whose scalars are the defaults themselves is remembered without them; one that
+    # passes any other value (equal or not) is remembered with them, and they never meet
+    x = np.random.default_rng(3).standard_normal((1, 2, 5, 5)).astype(np.float32)
+    calls = [dict(), dict(ceil_mode=True), dict(count_include_pad=1), dict(auto_pad="SAME_UPPER"),
+             dict(ceil_mode=0, count_include_pad=False, opset=22, layout="NCX"), dict(opset=7), dict(layout="NXC")]
+    for kwargs in calls * 2:  # the second round is answered from the memo
+        pads = None if "auto_pad" in kwargs else [1, 0, 1, 0]
+        remembered = avgpool.average_pool(x, [2, 2], strides=[2, 2], pads=pads, **kwargs)
+        expected = _fresh(avgpool.average_pool, x, [2, 2], strides=[2, 2], pads=pads, **kwargs)
+        assert remembered.shape == expected.shape
+        np.testing.assert_array_equal(remembered, expected)
 
 
 def test_a_bad_out_is_labelled_on_the_remembered_path_too():
