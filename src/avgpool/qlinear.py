@@ -30,7 +30,7 @@ _PARAMS_CACHE = 256
 #: a ~2.7 us tiny call). Kept only when every scalar is immutable, and a list only with its items,
 #: compared by identity too (:func:`.memo.same_items`), so that a list edited in place is noticed.
 #: (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode,
-#: count_include_pad, channels_last, x.shape, x.dtype, items check, the pool's plan, the pool, kernel arguments)
+#: count_include_pad, channels_last, x.shape, x.dtype, items check, the pool, kernel arguments)
 _LAST: tuple | None = None
 _run = qlinear_engine.run
 _ndarray = np.ndarray
@@ -115,50 +115,30 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     if last is not None and last[0] is kernel_shape:
         # one unpacking, then tests of locals: indexing the tuple per test cost ~0.2 us; a call
         # with a new kernel_shape list (a literal) fails the first test without unpacking
-        _, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, plan, prepared, kernel_args = last
-        if not (strides is st and pads is pd and x_scale is xs and x_zero_point is xz
+        _, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, prepared, kernel_args = last
+        if (strides is st and pads is pd and x_scale is xs and x_zero_point is xz
                 and y_scale is ys and y_zero_point is yz and auto_pad is ap and ceil_mode is cm
                 and count_include_pad is cip and channels_last is cl and type(x) is _ndarray and x.shape == shape
                 and x.dtype is dtype and items(kernel_shape, strides, pads)):
-            last = None
-    else:
-        last = None
-    if last is None:
-        if type(x) is not _ndarray:
-            return _validated_call(x, out, None, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape,
-                                   strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last)
-        # repeated calls: one lookup keyed by everything that validation depends on, types included
-        # (True == 1 == 1.0 as dictionary keys, but they validate differently)
-        try:
-            key = (x.shape, x.dtype, type(x_scale), x_scale, type(x_zero_point), x_zero_point, type(y_scale), y_scale,
-                   type(y_zero_point), y_zero_point, ints(kernel_shape), None if strides is None else ints(strides),
-                   None if pads is None else ints(pads), auto_pad, type(ceil_mode), ceil_mode,
-                   type(count_include_pad), count_include_pad, type(channels_last), channels_last)
-            entry = _FIND(key)
-        except (Unhashable, TypeError):
-            key = entry = None
-        if entry is None:
-            return _validated_call(x, out, key, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides,
-                                   pads, auto_pad, ceil_mode, count_include_pad, channels_last)
-        prepared, kernel_args = entry[0]
-        plan = prepared.plan
-    # a remembered call, found either way
-    if not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x)
-    if out is None:
-        return _run(prepared, x, kernel_args)
-    # qlinear_engine.run_into's common case inlined (a serial kernel, a plain C-contiguous out
-    # apart from x): the call and its unpacking cost ~0.15 us of a ~1 us overhead
-    call, n_items, pieces, x_view, out_view, out_shape, x_how, out_how, _, _ = plan
-    if (pieces == 1 and call is not None and type(out) is _ndarray and out.base is None
-            and x.base is None and out is not x and out.shape == out_shape and out.dtype is x.dtype):
-        flags = out.flags
-        if flags.writeable and flags.c_contiguous:
-            call(x if x_how == 0 else x.ravel() if x_how == 1 else x.reshape(x_view),
-                 out if out_how == 0 else out.ravel() if out_how == 1 else out.reshape(out_view), 0, n_items,
-                 kernel_args[0])
-            return out
-    return _into(prepared, x, kernel_args, out)
+            return _finish(prepared, x, kernel_args, out)
+    if type(x) is not _ndarray:
+        return _validated_call(x, out, None, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides,
+                               pads, auto_pad, ceil_mode, count_include_pad, channels_last)
+    # repeated calls: one lookup keyed by everything that validation depends on, types included
+    # (True == 1 == 1.0 as dictionary keys, but they validate differently)
+    try:
+        key = (x.shape, x.dtype, type(x_scale), x_scale, type(x_zero_point), x_zero_point, type(y_scale), y_scale,
+               type(y_zero_point), y_zero_point, ints(kernel_shape), None if strides is None else ints(strides),
+               None if pads is None else ints(pads), auto_pad, type(ceil_mode), ceil_mode,
+               type(count_include_pad), count_include_pad, type(channels_last), channels_last)
+        entry = _FIND(key)
+    except (Unhashable, TypeError):
+        key = entry = None
+    if entry is None:
+        return _validated_call(x, out, key, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides,
+                               pads, auto_pad, ceil_mode, count_include_pad, channels_last)
+    prepared, kernel_args = entry[0]
+    return _finish(prepared, x, kernel_args, out)
 
 
 def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_point: Any, y_scale: Any,
@@ -197,10 +177,23 @@ def _prepared_call(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero
 
 def _finish(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
     """Run a validated call: into a new array, or into ``out`` (:func:`_into`: its errors, the
-    only ones left, name the operator)."""
+    only ones left, name the operator). The common case, a serial kernel and a plain C-contiguous
+    ``out`` apart from ``x``, is qlinear_engine.run_into's inlined: its checks and three calls
+    were ~0.8 us of the prepared pool's ~3.3 us on 1x7x7x544 NHWC (bench_qlinear.py, `engine`)."""
     if not x.flags.c_contiguous:
         x = np.ascontiguousarray(x)
-    return _run(prepared, x, kernel_args) if out is None else _into(prepared, x, kernel_args, out)
+    if out is None:
+        return _run(prepared, x, kernel_args)
+    call, n_items, pieces, x_view, out_view, out_shape, x_how, out_how, _, dtype = prepared.plan
+    if (pieces == 1 and call is not None and type(out) is _ndarray and out.base is None
+            and x.base is None and out is not x and out.shape == out_shape and out.dtype is dtype):
+        flags = out.flags
+        if flags.writeable and flags.c_contiguous:
+            call(x if x_how == 0 else x.ravel() if x_how == 1 else x.reshape(x_view),
+                 out if out_how == 0 else out.ravel() if out_how == 1 else out.reshape(out_view), 0, n_items,
+                 kernel_args[0])
+            return out
+    return _into(prepared, x, kernel_args, out)
 
 
 class QLinearAveragePool:
@@ -275,7 +268,7 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
     if all(isinstance(value, IMMUTABLE) for value in scalars):
         _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
-                 same_items((kernel_shape, strides, pads)), prepared.plan, prepared, kernel_args)
+                 same_items((kernel_shape, strides, pads)), prepared, kernel_args)
 
 
 def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
