@@ -213,6 +213,42 @@ def test_one_short_output_row_per_plane(runner, threaded):
     qlinear.forget()
 
 
+@pytest.mark.parametrize("threaded", [False, True])
+def test_channels_first_through_the_channels_last_kernel(runner, threaded):
+    """Channels first with short rows (kernels.qlinear_kernels.pool_ncx_through_nxc): blocks of
+    planes transposed, pooled channels last and transposed back give pool_ncx's bits and
+    onnxruntime's, for 1 to 3 spatial axes, any pads, strides, ceil_mode and count_include_pad,
+    channel counts that do not fill the last block, several images, and thread pieces."""
+    rng = np.random.default_rng(43 + threaded)
+    knobs = {"qlinear_ncx_parallel_work": 1} if threaded else {"qlinear_ncx_parallel_work": 1 << 60}
+    taken = 0
+    for _ in range(60):
+        nsp = int(rng.choice([1, 2, 2, 3]))
+        attrs = random_attrs(rng, nsp)
+        attrs.pop("channels_last", None)
+        spatial = [int(rng.integers(max(1, k - 2), k + 9)) for k in attrs["kernel_shape"]]
+        for dtype in (np.uint8, np.int8):
+            x = random_x(rng, dtype, spatial, 0, n=int(rng.integers(1, 4)), c=int(rng.choice([16, 17, 40, 100])))
+            scalars = random_scalars(rng, dtype)
+            with tuning.tuned(qlinear_ncx_through_nxc_max_width=0, **knobs):
+                try:
+                    native = qlinear_average_pool(x, *scalars, **attrs)
+                except AvgPoolError:
+                    continue
+            with tuning.tuned(**knobs):
+                got = compare(runner, x, *scalars, attrs)
+                prepared = qlinear.prepare_cached(x.shape, x.dtype, *(qlinear._freeze(attrs.get(name, default))
+                                                  for name, default in (("kernel_shape", None), ("strides", None),
+                                                                        ("pads", None), ("auto_pad", "NOTSET"),
+                                                                        ("ceil_mode", 0), ("count_include_pad", 0),
+                                                                        ("channels_last", 0))))
+            assert np.array_equal(got, native)
+            taken += prepared.quantized.kind == qlinear_engine._NCX_THROUGH_NXC
+            if prepared.quantized.kind == qlinear_engine._NCX_THROUGH_NXC and x.shape[0] == 1 and x.shape[1] > 16:
+                assert prepared.items == 2  # one image: the two halves of its channels
+    assert taken > 60
+
+
 @pytest.mark.parametrize("channels_last", [0, 1])
 def test_larger_inputs_threaded(runner, channels_last):
     """Inputs big enough for several chunks (on numba threads), general and global paths."""

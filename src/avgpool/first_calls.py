@@ -84,6 +84,11 @@ KINDS: dict[str, Callable[[], None]] = {
     "qlinear-int8-threads": _qlinear("int8", _THREADED),
     "qlinear-nxc-threads": _qlinear("uint8", (2, 128, 128, 16), channels_last=True),
     "qlinear-int8-nxc-threads": _qlinear("int8", (2, 128, 128, 16), channels_last=True),
+    # channels first with short rows, through the channels-last kernel (qlinear_engine._ncx_through_nxc)
+    "qlinear-uint8-short-rows": _qlinear("uint8", (1, 32, 8, 8)),
+    "qlinear-int8-short-rows": _qlinear("int8", (1, 32, 8, 8)),
+    "qlinear-short-rows-threads": _qlinear("uint8", (1, 256, 16, 16)),
+    "qlinear-int8-short-rows-threads": _qlinear("int8", (1, 256, 16, 16)),
 }
 
 

@@ -27,9 +27,9 @@ from .spec import Layout
 
 _ARGS_CACHE = 64
 
-_EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC = range(5)
+_EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC, _NCX_THROUGH_NXC = range(6)
 _KERNEL_NAMES = {_GENERAL_NCX: "pool_ncx", _GENERAL_NXC: "pool_nxc", _GLOBAL_NCX: "global_ncx",
-                 _GLOBAL_NXC: "global_nxc"}
+                 _GLOBAL_NXC: "global_nxc", _NCX_THROUGH_NXC: "pool_ncx_through_nxc"}
 
 
 def _kernel(kind: int) -> Any:
@@ -243,11 +243,45 @@ def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...]
         return _prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
                          (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape,
                          dtype=dtype)
+    if _through_channels_last(channels, width, rows_out, ow):
+        return _ncx_through_nxc(shape, dtype, out_shape, geometry, plans, work)
     items = batch * channels * rows_out
     return _prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
                      (batch * channels * rows_out * ow,), items,
                      _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape,
                      dtype=dtype)
+
+
+def _through_channels_last(channels: int, width: int, rows_out: int, ow: int) -> bool:
+    """Whether channels-first windows are pooled by the channels-last kernel, their planes
+    transposed (:func:`_ncx_through_nxc`): rows short enough that pool_ncx's loops along them
+    are mostly set-up, channels enough for pool_nxc's, and not the planes pool_ncx sums
+    ``PLANES`` at a time (one output row of at most ``PLANES_MAX_OW``). The measurements are
+    :attr:`avgpool.tuning.Tuning.qlinear_ncx_through_nxc_max_width`'s."""
+    from .kernels import qlinear_kernels as k
+
+    t = tuning.current()
+    return (width <= t.qlinear_ncx_through_nxc_max_width and channels >= t.qlinear_ncx_through_nxc_min_channels
+            and not (rows_out == 1 and ow <= k.PLANES_MAX_OW))
+
+
+def _ncx_through_nxc(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry,
+                     plans: tuple, work: int) -> PreparedPool:
+    """Channels first by the channels-last kernel (kernels.qlinear_kernels.pool_ncx_through_nxc):
+    items are (image, block of channels), one block an image when there are several images, two
+    halves of the channels (multiples of 16) for one image, so that two threads share it."""
+    from .kernels import qlinear_kernels as k
+
+    batch, channels, spatial, out_spatial = shape[0], shape[1], shape[2:], out_shape[2:]
+    block = channels if batch > 1 else min(channels, -(-channels // 32) * 16)
+    header, div = _general_tables(plans, spatial, out_spatial, block, nxc=True)
+    header = header.copy()
+    header[k.BLOCK] = block
+    items = batch * -(-channels // block)
+    size, out_size = int(np.prod(spatial)), int(np.prod(out_spatial))
+    return _prepared(geometry, out_shape, _NCX_THROUGH_NXC, (batch, channels, size), (batch, channels, out_size),
+                     items, _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), (_frozen(header), div),
+                     in_shape=shape, dtype=dtype)
 
 
 def run(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:

@@ -173,6 +173,18 @@ class Tuning:
     #: [0,0,1,1] 69 vs 43 us, 1x272x14x14 3x3 s2 105 vs 58, 1x1024x7x7 3x3 p1 371 vs 191).
     #: Re-measured by bench_qlinear.py's NCHW node rows.
     qlinear_ncx_parallel_work: int = 1 << 16
+    #: Channels first, input rows (the last axis) of at most this many values go through the
+    #: channels-last kernel, a block of planes transposed at a time
+    #: (kernels.qlinear_kernels.pool_ncx_through_nxc), when there are at least
+    #: ``qlinear_ncx_through_nxc_min_channels`` channels (the channels-last loops' length) and
+    #: the windows are not the ones pool_ncx sums ``PLANES`` planes at a time. Its loops along
+    #: a short row are mostly set-up; the transposes cost ~0.5 ns a byte. uint8, two threads,
+    #: pool_ncx against through pool_nxc (us): 1x1024x7x7 3x3 p1 388 / 67, 1x576x14x14 3x3 p1
+    #: 551 / 106, 1x272x14x14 3x3 s2 p1 126 / 42, 1x512x14x14 2x2 s2 123 / 55, 1x192x28x28 3x3
+    #: p1 544 / 199, 1x136x28x28 3x3 s2 p1 130 / 73, 1x256x28x28 2x2 s2 131 / 96; rows of 56:
+    #: 1x24x56x56 3x3 s2 p1 51 / 92, 1x128x56x56 2x2 s2 131 / 197. 0: never.
+    qlinear_ncx_through_nxc_max_width: int = 32
+    qlinear_ncx_through_nxc_min_channels: int = 16
     #: Below this many operations each thread takes one piece (threads.pieces_for).
     qlinear_many_pieces_work: int = 1 << 23
     #: Channels last: input rows are dequantized once into a float32 ring, not at each tap, when

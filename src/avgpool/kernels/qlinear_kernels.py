@@ -70,7 +70,8 @@ MOST_TAPS = 13  # the most taps of a window
 CHUNK = 14  # channels last: inner windows summed in one call
 ROWS_IN, WIDTH, ROWS_OUT = 15, 16, 17  # channels first: the shapes of x and out
 ROW_PTR, ROW_IDX, FIRST, COUNT, FLOATS = 18, 19, 20, 21, 22  # where the tables start in tab
-HEADER = 23
+BLOCK = 23  # channels first through channels last: the channels of an item (pool_ncx_through_nxc)
+HEADER = 24
 X_SCALE, Y_SCALE, DIV = 0, 1, 2  # in the float32 values
 
 
@@ -485,6 +486,41 @@ def pool_nxc(x, out, lo, hi, tab):
             _pool_row(xf, _window_x, 0, base, nrows, o0, o1, nr * ow, r * ow, channels, channels, tab,
                       first, count, div, taps, scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax)
         item += o1 - o0
+
+
+@kernel(entry=True, wide=True, **JIT)
+def pool_ncx_through_nxc(x, out, lo, hi, tab):
+    """Channels first, x (N, C, R_in * W) and out (N, C, R_out * OW), by the channels-last kernel:
+    items are (image, block of ``tab[BLOCK]`` channels); a block's planes are transposed into an
+    image of its channels (R_in, W, c), pooled by :func:`pool_nxc` with ``tab`` (made for
+    channels last) and its outputs transposed back. The windows, their taps' order and the
+    arithmetic are pool_nxc's, which are pool_ncx's: the same bits. Where the rows are short
+    (7x7 to 28x28 planes) pool_ncx's loops along a row run a few iterations each, pool_nxc's
+    over the channels run long; the transposes cost less than the difference
+    (:attr:`avgpool.tuning.Tuning.qlinear_ncx_through_nxc_max_width`)."""
+    channels, size, out_size = x.shape[1], x.shape[2], out.shape[2]
+    rows_in, width, rows_out, ow = tab[ROWS_IN], tab[WIDTH], tab[ROWS_OUT], tab[OW]
+    block = tab[BLOCK]
+    blocks = (channels + block - 1) // block
+    xf = x.reshape(x.size)
+    of = out.reshape(out.size)
+    for item in range(lo, hi):
+        n = item // blocks
+        c0 = (item - n * blocks) * block
+        cw = min(block, channels - c0)
+        image = np.empty((1, rows_in, width, cw), x.dtype)
+        pooled = np.empty((1, rows_out, ow, cw), x.dtype)
+        flat_image = image.reshape(image.size)
+        flat_pooled = pooled.reshape(pooled.size)
+        at = _U((n * channels + c0) * size)
+        for i in range(_U(size)):
+            for c in range(_U(cw)):
+                flat_image[i * _U(cw) + c] = xf[at + c * _U(size) + i]
+        pool_nxc(image, pooled, 0, rows_out * ow, tab)
+        at = _U((n * channels + c0) * out_size)
+        for c in range(_U(cw)):
+            for i in range(_U(out_size)):
+                of[at + c * _U(out_size) + i] = flat_pooled[i * _U(cw) + c]
 
 
 # ---------------------------------------------------------------------------------------------
