@@ -146,7 +146,7 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     x = np.random.default_rng(1).standard_normal((1, 2, 7, 9)).astype(np.float32)
     kernel, pads = [3, 3], [1, 1, 1, 1]
     first = avgpool.average_pool(x, kernel, pads=pads)
-    assert api._LAST is not None and api._LAST[0] is kernel
+    assert api._KNOWN.get(id(kernel))[0] is kernel
     np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
     kernel[1] = 2  # changed in place: not the call remembered
     np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads),
@@ -157,7 +157,7 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     kernel[1] = 3
     for _ in range(2):  # remembered again as the last call
         np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
-    assert api._LAST is not None and api._LAST[2] is pads
+    assert api._KNOWN.get(id(kernel))[2] is pads
     pads.append(0)  # a value more (same object, same first items): refused, not the call remembered
     with pytest.raises(avgpool.AvgPoolError, match="pads"):
         avgpool.average_pool(x, kernel, pads=pads)
@@ -187,7 +187,40 @@ def test_calls_that_build_their_lists_afresh_are_not_kept_as_the_last_call(monke
     kernel, strides = [2, 2], [2, 2]  # the same objects again and again: kept on the second call
     for _ in range(3):
         np.testing.assert_array_equal(avgpool.average_pool(x, kernel, strides=strides), results[0])
-    assert len(kept) == 2 and kept[1] is kernel and api._LAST[0] is kernel
+    assert len(kept) == 2 and kept[1] is kernel and api._KNOWN.get(id(kernel))[0] is kernel
+
+
+def test_nodes_called_in_turn_with_their_own_lists_skip_the_key(monkeypatch):
+    # a model runner calls node after node, each with its own attribute lists: after each
+    # node's first (validated) call, none builds or looks up a key, and each gets its own result
+    rng = np.random.default_rng(4)
+    nodes = [([3, 3], [1, 1], [1, 1, 1, 1], (1, 4, 9, 9)), ([2, 2], [2, 2], None, (1, 4, 9, 9)),
+             ([3, 3], [2, 2], [1, 1, 1, 1], (2, 3, 8, 7)), ([2, 2], [2, 2], None, (1, 4, 9, 9))]
+    inputs = [rng.standard_normal(shape).astype(np.float32) for *_, shape in nodes]
+    expected = [_fresh(avgpool.average_pool, x, list(k), strides=list(s), pads=None if p is None else list(p))
+                for x, (k, s, p, _) in zip(inputs, nodes)]
+    memo.clear_all()
+    lookups = []
+    find = api._FIND
+    monkeypatch.setattr(api, "_FIND", lambda key: lookups.append(key) or find(key))
+    for round_ in range(3):
+        for x, (kernel, strides, pads, _), want in zip(inputs, nodes, expected):
+            np.testing.assert_array_equal(avgpool.average_pool(x, kernel, strides=strides, pads=pads), want)
+        if round_ == 0:
+            # the last node repeats the second one's call by value: found by key, kept when it repeats
+            assert len(lookups) == 4
+            lookups.clear()
+    assert len(lookups) == 1  # the fourth node's second call, found by key again, is then kept
+    assert all(api._KNOWN.get(id(kernel))[0] is kernel for kernel, *_ in nodes)
+
+
+def test_calls_kept_by_identity_are_bounded():
+    x = np.ones((1, 1, 6, 6), np.float32)
+    for _ in range(300):
+        kernel, strides = [2, 2], [1, 1]
+        for _ in range(2):
+            avgpool.average_pool(x, kernel, strides=strides)
+    assert len(api._KNOWN) <= 64
 
 
 def test_openvino_empty_windows_are_written_on_the_remembered_path_too():

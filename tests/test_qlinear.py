@@ -561,6 +561,28 @@ def test_repeated_calls_use_caches_correctly():
     assert not np.array_equal(a, d)
 
 
+def test_nodes_called_in_turn_with_their_own_objects_skip_the_key(monkeypatch):
+    """A model runner calls node after node with each node's own objects: after each node's
+    first call, none builds a key, and each gets its own result."""
+    rng = np.random.default_rng(5)
+    nodes = [((0.5, 1, 0.25, 2), [2, 2], [2, 2], (1, 16, 8, 8), 0), ((0.1, 3, 0.2, 5), [3, 3], [1, 1], (1, 8, 8, 8), 1),
+             ((0.5, 1, 0.25, 2), [2, 2], [2, 2], (1, 16, 8, 8), 0)]  # the first one's call again, by value
+    inputs = [rng.integers(0, 256, shape).astype(np.uint8) for *_, shape, _ in nodes]
+    expected = []
+    for x, (scalars, kernel, strides, _, cl) in zip(inputs, nodes):
+        qlinear.forget()
+        expected.append(qlinear_average_pool(x, *scalars, list(kernel), strides=list(strides), channels_last=cl))
+    qlinear.forget()
+    keys = []
+    find = qlinear._FIND
+    monkeypatch.setattr(qlinear, "_FIND", lambda key: keys.append(key) or find(key))
+    for round_ in range(3):
+        for x, (scalars, kernel, strides, _, cl), want in zip(inputs, nodes, expected):
+            assert np.array_equal(qlinear_average_pool(x, *scalars, kernel, strides=strides, channels_last=cl), want)
+        assert len(keys) == (3 if round_ == 0 else 1 if round_ == 1 else 0)  # node 3 is kept when it repeats
+        keys.clear()
+
+
 def test_the_last_call_is_repeated_only_with_unchanged_arguments(runner):
     """A call repeated with the very same argument objects skips the memo's key; a list edited in
     place since, or a scalar given as an array (mutable), goes through validation again."""
@@ -568,7 +590,7 @@ def test_the_last_call_is_repeated_only_with_unchanged_arguments(runner):
     x = np.arange(36, dtype=np.uint8).reshape(1, 1, 6, 6)
     kernel, strides, pads = [2, 2], [1, 1], [0, 0, 0, 0]
     first = ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
-    assert qlinear._LAST is not None and qlinear._LAST[0] is kernel
+    assert qlinear._KNOWN.get(id(kernel))[0] is kernel
     assert np.array_equal(ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads)), first)
     y = x[:, :, ::-1, :].copy()  # another input of the same shape: the new data is pooled
     compare(runner, y, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
@@ -580,7 +602,7 @@ def test_the_last_call_is_repeated_only_with_unchanged_arguments(runner):
     kernel[:] = [2, 2]
     pads[2:] = [1, 1]
     compare(runner, x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
-    assert qlinear._LAST is not None and qlinear._LAST[0] is kernel
+    assert qlinear._KNOWN.get(id(kernel))[0] is kernel
     kernel[1] = 2.0  # equal to the item remembered, edited in place since: refused
     with pytest.raises(AvgPoolError, match="`kernel_shape` must be an integer"):
         ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))

@@ -44,13 +44,12 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
-    last = _LAST
-    if last is not None and last[0] is kernel_shape:
-        # the call before, again with the very same argument objects: no key to build (~0.4 us).
-        # One unpacking, then tests of locals: indexing the tuple per test costs more. A call
-        # with a new kernel_shape list (a literal) fails the first test without unpacking
-        _, st, pd, dl, ap, cm, cip, op, lo, shape, dtype, same, prepared, label = last
-        if (strides is st and pads is pd and dilations is dl and auto_pad is ap
+    known = _FIND_KNOWN(id(kernel_shape))
+    if known is not None:
+        # a call made before with the very same argument objects: no key to build (~0.4 us).
+        # One unpacking, then tests of locals: indexing the tuple per test costs more
+        ks, st, pd, dl, ap, cm, cip, op, lo, shape, dtype, same, prepared, label = known[0]
+        if (kernel_shape is ks and strides is st and pads is pd and dilations is dl and auto_pad is ap
                 and ceil_mode is cm and count_include_pad is cip and opset is op and layout is lo
                 and type(x) is _ndarray and x.shape == shape and x.dtype is dtype
                 and same(kernel_shape, strides, pads, dilations)):
@@ -68,7 +67,7 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
               and layout is _NCX):
             # the scalars are the defaults themselves, so they need no place in the key: five type()
             # calls and ten items less to build and hash, ~0.3 us of a call with literal lists
-            # (``average_pool(x, [3, 3], strides=[2, 2])``), which cannot take _LAST's way
+            # (``average_pool(x, [3, 3], strides=[2, 2])``), which cannot be _KNOWN
             key = (x.shape, x.dtype, ints(kernel_shape), None if strides is None else ints(strides),
                    None if pads is None else ints(pads), None if dilations is None else ints(dilations))
         else:
@@ -119,31 +118,34 @@ def _validated_call(x: Any, out: Any, key: tuple | None, kernel_shape: Any, stri
 _CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 _FIND = _CALLS.find
 _ndarray = np.ndarray
-#: The call remembered last, by the identity of its argument objects (a model runner passes a
-#: node's own attribute lists each time), with its prepared pool: the same call again skips
-#: building the key. Set when a remembered call comes twice in a row through the key (or is
-#: validated), with the very same sequence objects: calls alternating between shapes, or
-#: building their lists afresh each time (``average_pool(x, [2, 2])``, which _LAST can never
-#: match), do not pay for setting it on every call (it costs as much as the rest of the call).
-_LAST: tuple | None = None
+#: Calls remembered by the identity of their argument objects, under ``id(kernel_shape)``, with
+#: their prepared pools: a model runner passes each node's own attribute lists on every call,
+#: node after node (avgpool.onnx's evaluator does), and such a call skips building the key. Kept
+#: as a call is validated, or when it comes twice in a row through the key with the very same
+#: sequence objects (its first call may have been found by another node's key): calls
+#: alternating between shapes, or building their lists afresh each time (``average_pool(x,
+#: [2, 2])``, never the same objects again), do not pay for keeping one on every call (it costs
+#: as much as the rest of the call). An entry holds its kernel_shape list, so that no other list
+#: can take its id while it is kept; at most 64, within a quarter of the engine's cache bytes.
+_KNOWN = Memo(64, caches.held_bytes, caches.CACHE_BYTES // 4, caches.CACHE_ENTRY_BYTES // 4)
+_FIND_KNOWN = _KNOWN.find
 #: The last call found through the key: its prepared pool and sequence objects.
 _REPEATED: tuple = (None, None, None, None, None)
 
 
 def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilations: Any, *rest: Any) -> None:
-    """Keep a remembered call as _LAST, if its scalar arguments are immutable (its sequences are
+    """Keep a remembered call in _KNOWN, if its scalar arguments are immutable (its sequences are
     lists or tuples of ints, or None: it has a key)."""
-    global _LAST
     *scalars, prepared, label = rest
     if all(isinstance(value, IMMUTABLE) for value in scalars):
         sequences = (kernel_shape, strides, pads, dilations)
-        _LAST = (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label)
+        _KNOWN.put(id(kernel_shape), (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label))
 
 
 @on_clear
-def _forget_last() -> None:
-    global _LAST, _REPEATED
-    _LAST, _REPEATED = None, (None, None, None, None, None)
+def _forget_repeated() -> None:
+    global _REPEATED
+    _REPEATED = (None, None, None, None, None)
 
 
 class AveragePool:

@@ -144,6 +144,9 @@ class Memo:
         if self._weigh is not None and weight > self._entry_bytes:
             return
         entries = self._entries
+        replaced = entries.pop(key, None)  # the same key again: its bytes no longer count
+        if replaced is not None:
+            self._bytes -= replaced[1]
         while entries and (len(entries) >= self._size or self._bytes + weight > self._total_bytes > 0):
             try:
                 _, dropped = entries.pop(next(iter(entries)))

@@ -25,13 +25,19 @@ _CALLS = Memo(1024, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BY
 _FIND = _CALLS.find  # the entry (value, bytes) or None: the dictionary's own get
 _PARAMS: dict = {}  # (x_scale, x_zp, y_scale, y_zp, dtype) of plain Python numbers -> QuantParams
 _PARAMS_CACHE = 256
-#: The last call remembered in _CALLS, by the identity of its argument objects, with what it
-#: prepared: the same call again with the very same objects skips building the key (~0.35 us of
-#: a ~2.7 us tiny call). Kept only when every scalar is immutable, and a list only with its items,
-#: compared by identity too (:func:`.memo.same_items`), so that a list edited in place is noticed.
-#: (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode,
-#: count_include_pad, channels_last, x.shape, x.dtype, items check, the pool, kernel arguments)
-_LAST: tuple | None = None
+#: Calls remembered in _CALLS by the identity of their argument objects too, under
+#: ``id(kernel_shape)``, with what they prepared: a model runner passes each node's own objects
+#: on every call, node after node, and such a call skips building the key (~1 us). Kept as a
+#: call is validated, or when it comes twice in a row through the key with the very same
+#: objects (api._KNOWN's rules and bounds), and only when every scalar is immutable; a list
+#: only with its items, compared by identity too (:func:`.memo.same_items`), so that a list
+#: edited in place is noticed. (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale,
+#: y_zero_point, auto_pad, ceil_mode, count_include_pad, channels_last, x.shape, x.dtype, items
+#: check, the pool, kernel arguments)
+_KNOWN = Memo(64, caches.held_bytes, caches.CACHE_BYTES // 4, caches.CACHE_ENTRY_BYTES // 4)
+_FIND_KNOWN = _KNOWN.find
+#: The last call found through the key: its pool and argument objects.
+_REPEATED: tuple = (None,) * 8
 _run = qlinear_engine.run
 _ndarray = np.ndarray
 
@@ -111,12 +117,11 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype, shape, scalar input or
     ``out``.
     """
-    last = _LAST
-    if last is not None and last[0] is kernel_shape:
-        # one unpacking, then tests of locals: indexing the tuple per test cost ~0.2 us; a call
-        # with a new kernel_shape list (a literal) fails the first test without unpacking
-        _, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, prepared, kernel_args = last
-        if (strides is st and pads is pd and x_scale is xs and x_zero_point is xz
+    known = _FIND_KNOWN(id(kernel_shape))
+    if known is not None:
+        # one unpacking, then tests of locals: indexing the tuple per test cost ~0.2 us
+        ks, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, prepared, kernel_args = known[0]
+        if (kernel_shape is ks and strides is st and pads is pd and x_scale is xs and x_zero_point is xz
                 and y_scale is ys and y_zero_point is yz and auto_pad is ap and ceil_mode is cm
                 and count_include_pad is cip and channels_last is cl and type(x) is _ndarray and x.shape == shape
                 and x.dtype is dtype and items(kernel_shape, strides, pads)):
@@ -138,6 +143,14 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
         return _validated_call(x, out, key, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides,
                                pads, auto_pad, ceil_mode, count_include_pad, channels_last)
     prepared, kernel_args = entry[0]
+    global _REPEATED
+    was, ks, st, pd, xs, xz, ys, yz = _REPEATED
+    if (was is prepared and ks is kernel_shape and st is strides and pd is pads and xs is x_scale
+            and xz is x_zero_point and ys is y_scale and yz is y_zero_point):
+        # the same call twice in a row through the key, with the same objects
+        _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad, ceil_mode,
+                  count_include_pad, channels_last, prepared, kernel_args)
+    _REPEATED = (prepared, kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point)
     return _finish(prepared, x, kernel_args, out)
 
 
@@ -262,13 +275,12 @@ def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -
 
 
 def _remember(x: np.ndarray, *args: Any) -> None:
-    """Keep a call just remembered in _CALLS as _LAST (see there), if its scalars are immutable
-    (the sequences passed _freeze: lists or tuples of ints, or None)."""
-    global _LAST
+    """Keep a call remembered in _CALLS in _KNOWN (see there), if its scalars are immutable (the
+    sequences have a key: lists or tuples of ints, or None)."""
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
     if all(isinstance(value, IMMUTABLE) for value in scalars):
-        _LAST = (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
-                 same_items((kernel_shape, strides, pads)), prepared, kernel_args)
+        _KNOWN.put(id(kernel_shape), (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
+                                      same_items((kernel_shape, strides, pads)), prepared, kernel_args))
 
 
 def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
@@ -292,8 +304,9 @@ def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) ->
 @on_clear
 def forget() -> None:
     """Forget the remembered calls (for tests that change the engine's tuning constants)."""
-    global _LAST
-    _LAST = None
+    global _REPEATED
+    _REPEATED = (None,) * 8
+    _KNOWN.clear()
     _CALLS.clear()
 
 
