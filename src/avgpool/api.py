@@ -63,18 +63,16 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
     try:
         if type(x) is not _ndarray:
             key = None
-        elif (auto_pad is _NOTSET and ceil_mode is False and count_include_pad is False and opset is _OPSET
-              and layout is _NCX):
-            # the scalars are the defaults themselves, so they need no place in the key: five type()
-            # calls and ten items less to build and hash, ~0.3 us of a call with literal lists
-            # (``average_pool(x, [3, 3], strides=[2, 2])``), which cannot be _KNOWN
-            key = (x.shape, x.dtype, ints(kernel_shape), None if strides is None else ints(strides),
-                   None if pads is None else ints(pads), None if dilations is None else ints(dilations))
         else:
             key = (x.shape, x.dtype, ints(kernel_shape), None if strides is None else ints(strides),
-                   None if pads is None else ints(pads), None if dilations is None else ints(dilations),
-                   type(auto_pad), auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad), count_include_pad,
-                   type(opset), opset, type(layout), layout)
+                   None if pads is None else ints(pads), None if dilations is None else ints(dilations))
+            if not (auto_pad is _NOTSET and ceil_mode is False and count_include_pad is False and opset is _OPSET
+                    and layout is _NCX):
+                # scalars that are not the defaults themselves, with their types; the defaults need
+                # no place in the key: five type() calls and ten items less to build and hash, ~0.3
+                # us of a call with literal lists (``average_pool(x, [3, 3])``), which cannot be _KNOWN
+                key += (type(auto_pad), auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad),
+                        count_include_pad, type(opset), opset, type(layout), layout)
     except Unhashable:
         key = None
     found = _FIND(key)
@@ -126,8 +124,8 @@ _ndarray = np.ndarray
 #: alternating between shapes, or building their lists afresh each time (``average_pool(x,
 #: [2, 2])``, never the same objects again), do not pay for keeping one on every call (it costs
 #: as much as the rest of the call). An entry holds its kernel_shape list, so that no other list
-#: can take its id while it is kept; at most 64, within a quarter of the engine's cache bytes.
-_KNOWN = Memo(64, caches.held_bytes, caches.CACHE_BYTES // 4, caches.CACHE_ENTRY_BYTES // 4)
+#: can take its id while it is kept; bounded by caches.known_calls.
+_KNOWN = caches.known_calls()
 _FIND_KNOWN = _KNOWN.find
 #: The last call found through the key: its prepared pool and sequence objects.
 _REPEATED: tuple = (None, None, None, None, None)

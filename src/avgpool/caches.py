@@ -37,6 +37,13 @@ def held_bytes(value: object) -> int:
     return 0
 
 
+def known_calls() -> Memo:
+    """A plain function's calls kept by the identity of their argument objects (api._KNOWN,
+    qlinear._KNOWN): at most 64, holding at most a quarter of CACHE_BYTES (prepared pools whose
+    tables pass a quarter of CACHE_ENTRY_BYTES are found by key instead)."""
+    return Memo(64, held_bytes, CACHE_BYTES // 4, CACHE_ENTRY_BYTES // 4)
+
+
 class BoundedCache:
     """A least-recently-used cache of ``function``'s results, bounded by count like
     functools.lru_cache and also by the bytes of the arrays they hold (:func:`held_bytes`): a

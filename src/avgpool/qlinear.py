@@ -29,12 +29,12 @@ _PARAMS_CACHE = 256
 #: ``id(kernel_shape)``, with what they prepared: a model runner passes each node's own objects
 #: on every call, node after node, and such a call skips building the key (~1 us). Kept as a
 #: call is validated, or when it comes twice in a row through the key with the very same
-#: objects (api._KNOWN's rules and bounds), and only when every scalar is immutable; a list
+#: objects (api._KNOWN's rules, caches.known_calls's bounds), and only when every scalar is immutable; a list
 #: only with its items, compared by identity too (:func:`.memo.same_items`), so that a list
 #: edited in place is noticed. (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale,
 #: y_zero_point, auto_pad, ceil_mode, count_include_pad, channels_last, x.shape, x.dtype, items
 #: check, the pool, kernel arguments)
-_KNOWN = Memo(64, caches.held_bytes, caches.CACHE_BYTES // 4, caches.CACHE_ENTRY_BYTES // 4)
+_KNOWN = caches.known_calls()
 _FIND_KNOWN = _KNOWN.find
 #: The last call found through the key: its pool and argument objects.
 _REPEATED: tuple = (None,) * 8

@@ -12,6 +12,7 @@ kernel.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,17 +235,20 @@ def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...]
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
     size = int(np.prod(shape))
     out_spatial = out_shape[1:-1] if nxc else out_shape[2:]
-    tables = _general_tables(plans, spatial, out_spatial, channels, nxc)
     rows_in, width = int(np.prod(spatial[:-1])), spatial[-1]
     rows_out, ow = int(np.prod(out_spatial[:-1])), out_spatial[-1]
+    through = not nxc and _through_channels_last(channels, width, rows_out, ow)
+    # channels first through channels last: a block of channels an item (_ncx_through_nxc)
+    block = (channels if batch > 1 else min(channels, -(-channels // 32) * 16)) if through else channels
+    tables = _general_tables(plans, spatial, out_spatial, block, nxc or through)
     work = size + batch * channels * _taps(tables[0])  # reads + tap additions
     if nxc:
         items = batch * rows_out * ow
         return _prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
                          (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape,
                          dtype=dtype)
-    if _through_channels_last(channels, width, rows_out, ow):
-        return _ncx_through_nxc(shape, dtype, out_shape, geometry, plans, work)
+    if through:
+        return _ncx_through_nxc(shape, dtype, out_shape, geometry, tables, block, work)
     items = batch * channels * rows_out
     return _prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
                      (batch * channels * rows_out * ow,), items,
@@ -266,19 +270,19 @@ def _through_channels_last(channels: int, width: int, rows_out: int, ow: int) ->
 
 
 def _ncx_through_nxc(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry,
-                     plans: tuple, work: int) -> PreparedPool:
-    """Channels first by the channels-last kernel (kernels.qlinear_kernels.pool_ncx_through_nxc):
-    items are (image, block of channels), one block an image when there are several images, two
-    halves of the channels (multiples of 16) for one image, so that two threads share it."""
+                     tables: tuple[np.ndarray, np.ndarray], block: int, work: int) -> PreparedPool:
+    """Channels first by the channels-last kernel (kernels.qlinear_kernels.pool_ncx_through_nxc),
+    with channels-last ``tables`` made for ``block`` channels: items are (image, block of
+    channels), one block an image when there are several images, two halves of the channels
+    (multiples of 16) for one image, so that two threads share it."""
     from .kernels import qlinear_kernels as k
 
-    batch, channels, spatial, out_spatial = shape[0], shape[1], shape[2:], out_shape[2:]
-    block = channels if batch > 1 else min(channels, -(-channels // 32) * 16)
-    header, div = _general_tables(plans, spatial, out_spatial, block, nxc=True)
+    batch, channels = shape[0], shape[1]
+    header, div = tables
     header = header.copy()
     header[k.BLOCK] = block
     items = batch * -(-channels // block)
-    size, out_size = int(np.prod(spatial)), int(np.prod(out_spatial))
+    size, out_size = math.prod(shape[2:]), math.prod(out_shape[2:])
     return _prepared(geometry, out_shape, _NCX_THROUGH_NXC, (batch, channels, size), (batch, channels, out_size),
                      items, _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), (_frozen(header), div),
                      in_shape=shape, dtype=dtype)
