@@ -233,3 +233,53 @@ def test_openvino_empty_windows_are_written_on_the_remembered_path_too():
         np.testing.assert_array_equal(y, np.array([[[1.0, 4.0, 0.0]]], np.float32))
         assert np.signbit(y[0, 0, 2])
     assert len(openvino._CALLS) == 1
+
+
+_ONEDNN = dict(strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: avgpool.average_pool(x, [2, 2], ceil_mode=np.array(True)),
+    lambda x: avgpool.average_pool(x, [2, 2], opset=np.array(22)),
+    lambda x: avgpool.average_pool(x, [2, 2], auto_pad=["NOTSET"]),
+    lambda x: avgpool.average_pool(x, [2, 2], layout=["NCX"]),
+    lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=np.array(True)),
+    lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=True, version=np.array(16)),
+    lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=True, rounding_type=["floor"]),
+    lambda x: onednn.avg_pool(x, [2, 2], **_ONEDNN, exclude_pad=np.array(True)),
+    lambda x: onednn.avg_pool(x, [2, 2], **_ONEDNN, exclude_pad=True, data_format=["NXC"]),
+    lambda x: avgpool.qlinear_average_pool(x.astype(np.uint8), 1.0, 0, 1.0, 0, [2, 2], ceil_mode=np.array(True)),
+])
+def test_a_scalar_with_no_key_is_validated_and_refused_as_invalid(call):
+    # an array or a list where a scalar belongs cannot be hashed into the key: the call is
+    # validated as any other, and refused with the dialect's message (never a TypeError)
+    x = np.ones((1, 1, 4, 4), np.float32)
+    with pytest.raises(avgpool.AvgPoolError, match="got array|is array|is \\['"):
+        call(x)
+
+
+@pytest.mark.parametrize("valid, invalid", [
+    (dict(x_scale=(1.0,)), dict(x_scale=(True,))),
+    (dict(x_zero_point=(5,)), dict(x_zero_point=(5.0,))),
+    (dict(y_zero_point=(1,)), dict(y_zero_point=(True,))),
+])
+def test_a_one_item_tuple_equal_to_a_remembered_one_but_invalid_is_still_refused(valid, invalid):
+    # (True,) == (1,) == (1.0,): a tuple compares its items whatever their types, so calls with
+    # tuples are never remembered by value
+    x = np.array([[[10, 20, 30, 40]]], np.uint8)
+    scalars = dict(x_scale=1.0, x_zero_point=0, y_scale=1.0, y_zero_point=0)
+    for _ in range(3):
+        avgpool.qlinear_average_pool(x, **{**scalars, **valid}, kernel_shape=[2])
+    with pytest.raises(avgpool.AvgPoolError, match="must be"):
+        avgpool.qlinear_average_pool(x, **{**scalars, **invalid}, kernel_shape=[2])
+
+
+def test_a_prepared_pool_keeps_copies_of_its_lists():
+    # editing the caller's lists later changes nothing, for shapes seen before and new ones
+    kernel, strides = [2], [2]
+    pool = avgpool.AveragePool(kernel, strides=strides, pads=[0, 0])
+    x1, x2 = np.arange(8, dtype=np.float32).reshape(1, 1, 8), np.arange(6, dtype=np.float32).reshape(1, 1, 6)
+    expected1, expected2 = pool(x1).copy(), avgpool.average_pool(x2, [2], strides=[2])
+    kernel[0], strides[0] = True, 1
+    np.testing.assert_array_equal(pool(x1), expected1)
+    np.testing.assert_array_equal(pool(x2), expected2)

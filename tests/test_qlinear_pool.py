@@ -63,6 +63,18 @@ def test_same_shape_other_dtype():
         assert pool(x).dtype == dtype
 
 
+@pytest.mark.parametrize("zero_point", [np.int8(5), np.array([5], np.int8), [np.int8(5)], (np.int8(5),),
+                                        [np.int64(5)], np.array(5, np.int64)])
+def test_a_zero_point_of_another_dtype_is_refused_however_it_is_wrapped(zero_point):
+    x = np.zeros((1, 1, 4), np.uint8)
+    for position in ("x_zero_point", "y_zero_point"):
+        scalars = {**dict(x_scale=1.0, x_zero_point=0, y_scale=1.0, y_zero_point=0), position: zero_point}
+        with pytest.raises(AvgPoolError, match=f"`{position}` has dtype int(8|64): it must have X's dtype uint8"):
+            avgpool.qlinear_average_pool(x, **scalars, kernel_shape=[2])
+        with pytest.raises(AvgPoolError, match=f"`{position}` has dtype"):
+            avgpool.QLinearAveragePool(**scalars, kernel_shape=[2])(x)
+
+
 @pytest.mark.parametrize("scalars, attrs, x, message", [
     ((0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.float32), "`X` has dtype float32"),
     ((0.1, 300, 0.1, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.uint8), "`x_zero_point` is 300"),

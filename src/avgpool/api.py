@@ -12,7 +12,7 @@ from . import caches, engine
 from .dialects import onnx as onnx_dialect
 from .errors import AvgPoolError, error_context
 from .inputs import as_input_array, as_input_shape
-from .memo import IMMUTABLE, Memo, Unhashable, ints, on_clear, same_items
+from .memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
 from .shape import infer_output_shape
 
 #: average_pool's scalar defaults, the objects themselves (its memo key leaves them out when a call
@@ -73,9 +73,9 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
                 # us of a call with literal lists (``average_pool(x, [3, 3])``), which cannot be _KNOWN
                 key += (type(auto_pad), auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad),
                         count_include_pad, type(opset), opset, type(layout), layout)
-    except Unhashable:
-        key = None
-    found = _FIND(key)
+        found = _FIND(key)
+    except (Unhashable, TypeError):  # a value with no key, or one that cannot be hashed (an array)
+        key = found = None
     if found is None:
         return _validated_call(x, out, key, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode,
                                count_include_pad, opset, layout)
@@ -105,7 +105,7 @@ def _validated_call(x: Any, out: Any, key: tuple | None, kernel_shape: Any, stri
                                           count_include_pad=count_include_pad, dilations=dilations, opset=opset,
                                           layout=layout)
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
-        if key is not None and array is x:
+        if key is not None and array is x and plain((auto_pad, ceil_mode, count_include_pad, opset, layout)):
             _CALLS.put(key, (prepared, label))
             _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
                       prepared, label)
@@ -135,7 +135,7 @@ def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilatio
     """Keep a remembered call in _KNOWN, if its scalar arguments are immutable (its sequences are
     lists or tuples of ints, or None: it has a key)."""
     *scalars, prepared, label = rest
-    if all(isinstance(value, IMMUTABLE) for value in scalars):
+    if plain(scalars):
         sequences = (kernel_shape, strides, pads, dilations)
         _KNOWN.put(id(kernel_shape), (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label))
 
@@ -161,9 +161,9 @@ class AveragePool:
                  pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
                  count_include_pad: bool | int = False, dilations: Sequence[int] | None = None, opset: int = 22,
                  layout: str = "NCX") -> None:
-        self._attributes = dict(kernel_shape=kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
-                                ceil_mode=ceil_mode, count_include_pad=count_include_pad, dilations=dilations,
-                                opset=opset, layout=layout)
+        self._attributes = dict(kernel_shape=kept(kernel_shape), strides=kept(strides), pads=kept(pads),
+                                auto_pad=auto_pad, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                dilations=kept(dilations), opset=opset, layout=layout)
         self._version = onnx_dialect.op_version(opset)
         # per (shape, dtype), bounded by count and bytes like the function's memo, so that a pool
         # fed thousands of shapes keeps only the latest; but the latest is always kept, however

@@ -17,6 +17,10 @@ import numpy as np
 
 from .errors import AvgPoolError
 
+#: Scalar argument types calls are remembered by (by value, or by identity): values that cannot
+#: change and hash by value (not every numpy scalar: a structured one is a view of its array's row).
+IMMUTABLE = (int, float, bool, str, type(None), np.number, np.bool_)
+
 
 class Unhashable(Exception):
     """An attribute value that calls are not remembered by (see :func:`ints`)."""
@@ -37,13 +41,30 @@ def ints(value: Any) -> tuple[int, ...] | None:
 def call_key(x: Any, sequences: tuple, scalars: tuple) -> tuple | None:
     """The key a call on ``x`` is remembered by: its shape and dtype, the ``sequences`` of ints
     (:func:`ints`) and the ``scalars`` with their types; None when ``x`` is not a plain ndarray or a
-    value is not one :func:`ints` or a plain scalar remembers."""
-    if type(x) is not np.ndarray:
+    value is not one :func:`ints` or :func:`plain` remembers."""
+    if type(x) is not np.ndarray or not plain(scalars):
         return None
     try:
         return x.shape, x.dtype, *map(ints, sequences), *map(type, scalars), *scalars
     except Unhashable:
         return None
+
+
+def plain(scalars: Sequence[Any]) -> bool:
+    """Whether scalar arguments can be remembered by value with their types: immutable scalars
+    only. A tuple, though hashable, compares by its items whatever their types (``(True,) ==
+    (1.0,)``), and an array cannot be hashed; calls with either are validated every time."""
+    return all(isinstance(value, IMMUTABLE) for value in scalars)
+
+
+def kept(value: Any) -> Any:
+    """An argument as a prepared pool keeps it: arrays and lists copied, so that later edits of
+    the caller's objects change nothing (the pool validates it again for each new shape)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return list(value)
+    return value
 
 
 def same_items(sequences: Sequence[Any]) -> Callable[..., bool]:
@@ -79,10 +100,6 @@ def _items_check(*lengths: int) -> Callable[..., Callable[..., bool]]:
     namespace: dict = {}
     exec(source, namespace)  # noqa: S102 - code built here from integers only
     return namespace["factory"]
-
-
-#: Scalar argument types a remembered last call may keep by identity: values that cannot change.
-IMMUTABLE = (int, float, bool, str, type(None), np.generic)
 
 
 _FORGETTERS: list[Callable[[], None]] = []  # what else clear_all clears: the functions' last calls

@@ -14,7 +14,7 @@ import numpy as np
 from . import caches, qlinear_engine
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError, error_context
-from .memo import IMMUTABLE, Memo, Unhashable, ints, on_clear, same_items
+from .memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
 from .pools import PreparedPool
 
 _DTYPES = frozenset(dialect.DTYPES)
@@ -163,7 +163,8 @@ def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_po
         array, prepared, kernel_args = _prepared_call(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape,
                                                       strides, pads, auto_pad, ceil_mode, count_include_pad,
                                                       channels_last)
-        if key is not None:
+        scalars = (x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode, count_include_pad, channels_last)
+        if key is not None and plain(scalars):
             _CALLS.put(key, (prepared, kernel_args))
             _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad,
                       ceil_mode, count_include_pad, channels_last, prepared, kernel_args)
@@ -230,7 +231,7 @@ class QLinearAveragePool:
                  kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
                  pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
                  count_include_pad: bool | int = False, channels_last: bool | int = False) -> None:
-        self._arguments = tuple(_kept(value) for value in (
+        self._arguments = tuple(kept(value) for value in (
             x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad, ceil_mode,
             count_include_pad, channels_last))
         # (shape, dtype) -> (prepared pool, kernel arguments), bounded as AveragePool's: the
@@ -255,16 +256,6 @@ class QLinearAveragePool:
         return f"QLinearAveragePool({', '.join(f'{n}={v!r}' for n, v in zip(names, self._arguments))})"
 
 
-def _kept(value: Any) -> Any:
-    """An argument as the pool keeps it: arrays and lists copied, so that later edits of the
-    caller's objects change nothing."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, list):
-        return list(value)
-    return value
-
-
 def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
     """A remembered call into ``out`` (:func:`.qlinear_engine.run_into`), whose errors, all
     about ``out``, name the operator as the first call's do."""
@@ -278,7 +269,7 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     """Keep a call remembered in _CALLS in _KNOWN (see there), if its scalars are immutable (the
     sequences have a key: lists or tuples of ints, or None)."""
     scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
-    if all(isinstance(value, IMMUTABLE) for value in scalars):
+    if plain(scalars):
         _KNOWN.put(id(kernel_shape), (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
                                       same_items((kernel_shape, strides, pads)), prepared, kernel_args))
 

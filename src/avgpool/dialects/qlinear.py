@@ -180,9 +180,9 @@ def parse_zero_point(name: str, value: Any, dtype: np.dtype) -> int:
         return value
     if value is None:
         return 0
-    if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype != dtype:
-        raise AvgPoolError(f"`{name}` has dtype {np.asarray(value).dtype}: it must have X's dtype {dtype.name}")
-    item = _scalar(name, value)
+    item = _scalar(name, value)  # a numpy scalar also when given in an array, a list or a tuple
+    if isinstance(item, np.generic) and item.dtype != dtype:
+        raise AvgPoolError(f"`{name}` has dtype {item.dtype}: it must have X's dtype {dtype.name}")
     if isinstance(item, (bool, np.bool_)) or not isinstance(item, (numbers.Integral, np.integer)):
         raise AvgPoolError(f"`{name}` must be an integer of X's dtype {dtype.name}, got {item!r}")
     if not low <= int(item) <= high:
