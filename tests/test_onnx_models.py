@@ -167,6 +167,7 @@ def test_reference_ops_are_bound_to_an_opset():
     (7, dict(kernel_shape=[3], pads=[1, 1], count_include_pad=1), [1, 2, 3, 4, 3]),
     (19, dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER"),
      [2, 2, 3, 4, 4]),  # onnx.reference: [2, 3, 4, 4, 0]
+    (19, dict(kernel_shape=[3], dilations=[2], auto_pad="VALID"), [3]),  # onnx.reference: [3, 0, 0]
     (22, dict(kernel_shape=[3], strides=[3], ceil_mode=1), [2, 4.5]),  # onnx.reference shifts the windows
 ])
 def test_evaluator_with_model_opset(opset, attributes, right):
