@@ -339,6 +339,23 @@ def test_run_errors(tmp_path, capsys):
     fails(capsys, ["run", tmp_path / "m9.onnx"], "`ceil_mode` does not exist before AveragePool-10")
 
 
+def test_run_a_model_with_a_node_the_evaluator_has_no_implementation_of(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("NoSuchPool", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.example", 1)])
+    onnx.save(model, tmp_path / "m.onnx")
+    capsys.readouterr()
+    code, _ = run(["run", tmp_path / "m.onnx"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("avgpool run: the reference evaluator cannot run this model:") and "NoSuchPool" in err
+    assert "Traceback" not in err
+
+
 # ---------------------------------------------------------------- a real process
 
 

@@ -219,3 +219,50 @@ def test_global_average_pool_is_average_pool_over_everything(dtype):
         np.testing.assert_allclose(y, expected, rtol=1e-13, atol=0)
     else:  # both are the float64 average rounded once
         np.testing.assert_array_equal(y, expected)
+
+
+def _quantized_model(path):
+    """A small float model quantized by onnxruntime's own quantizer (QOperator format): its
+    AveragePool and GlobalAveragePool nodes become com.microsoft QLinearAveragePool and
+    QLinearGlobalAveragePool."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w1"),
+               numpy_helper.from_array(rng.standard_normal((16, 8, 1, 1)).astype(np.float32) * 0.3, "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("AveragePool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                              ceil_mode=1),
+             helper.make_node("Conv", ["p1", "w2"], ["c2"]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("AveragePool", ["r2"], ["p2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              count_include_pad=1),
+             helper.make_node("GlobalAveragePool", ["r2"], ["g"])]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("p2", "g")]
+    graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 20, 20])],
+                              outputs, initializer=weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9), path / "f.onnx")
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": rng.random((1, 3, 20, 20), dtype=np.float32)} for _ in range(3)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quantize_static(str(path / "f.onnx"), str(path / "q.onnx"), Calibration(), quant_format=QuantFormat.QOperator)
+    return onnx.load(str(path / "q.onnx"))
+
+
+def test_a_model_quantized_by_onnxruntime_runs_and_matches_it_exactly(tmp_path):
+    model = _quantized_model(tmp_path)
+    ops = {(node.domain, node.op_type) for node in model.graph.node}
+    assert {("com.microsoft", "QLinearAveragePool"), ("com.microsoft", "QLinearGlobalAveragePool")} <= ops
+    feeds = {"x": np.random.default_rng(1).random((1, 3, 20, 20), dtype=np.float32)}
+    got = avgpool_onnx.make_evaluator(model).run(None, feeds)
+    expected = avgpool_onnx.onnxruntime_outputs(model, feeds)
+    for y, e in zip(got, expected):
+        np.testing.assert_array_equal(y, e)

@@ -1,8 +1,9 @@
-"""avgpool inside onnx's ReferenceEvaluator: AveragePool, GlobalAveragePool and QLinearAveragePool.
+"""avgpool inside onnx's ReferenceEvaluator: AveragePool, GlobalAveragePool, QLinearAveragePool and
+QLinearGlobalAveragePool.
 
 >>> import avgpool.onnx
 >>> [op.__name__ for op in avgpool.onnx.reference_ops(opset=9)]
-['AveragePool', 'GlobalAveragePool', 'QLinearAveragePool']
+['AveragePool', 'GlobalAveragePool', 'QLinearAveragePool', 'QLinearGlobalAveragePool']
 
 ``make_evaluator(model)`` builds an ``onnx.reference.ReferenceEvaluator`` that runs the model's
 pooling nodes with avgpool (exact, and much faster than onnx's own Python loops) and every other
@@ -44,15 +45,16 @@ def _op_run_base() -> type:
     return OpRun
 
 
-def _qlinear_function() -> Any:
-    """avgpool's QLinearAveragePool, wherever this build has it (None when it has none)."""
+def _qlinear_function(name: str = "qlinear_average_pool") -> Any:
+    """avgpool's function ``name`` of the quantized ops, wherever this build has it (None when it
+    has none)."""
     try:
         from . import qlinear  # type: ignore[attr-defined]
     except ImportError:
         import avgpool
 
-        return getattr(avgpool, "qlinear_average_pool", None)
-    return getattr(qlinear, "qlinear_average_pool", None)
+        return getattr(avgpool, name, None)
+    return getattr(qlinear, name, None)
 
 
 def _attributes(op: Any, attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,8 +76,10 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
 
     ``AveragePool`` follows the AveragePool version of that opset (attribute set, dtypes, the
     drop rule: see :func:`avgpool.average_pool`); ``GlobalAveragePool`` is AveragePool with the
-    kernel covering the whole spatial input; ``QLinearAveragePool`` (domain ``com.microsoft``) is
-    onnxruntime's quantized op, bit-exact. Classes are cached per opset.
+    kernel covering the whole spatial input; ``QLinearAveragePool`` and ``QLinearGlobalAveragePool``
+    (domain ``com.microsoft``, what onnxruntime's quantizer makes of AveragePool and
+    GlobalAveragePool nodes) are onnxruntime's quantized ops, bit-exact. Classes are cached per
+    opset.
     """
     from .dialects import onnx as onnx_dialect
 
@@ -112,6 +116,13 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
         kernel = kwargs.pop("kernel_shape")
         return (function(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel, **kwargs),)
 
+    def run_qlinear_global(self: Any, x: np.ndarray, x_scale: Any, x_zero_point: Any = None, y_scale: Any = None,
+                           y_zero_point: Any = None, **attributes: Any) -> tuple[np.ndarray]:
+        function = _qlinear_function("qlinear_global_average_pool")
+        if function is None:
+            raise NotImplementedError("QLinearGlobalAveragePool: this build of avgpool has no avgpool.qlinear module")
+        return (function(x, x_scale, x_zero_point, y_scale, y_zero_point, **_attributes(self, attributes)),)
+
     ops: list[type] = [type("AveragePool", (base,), {"op_domain": "", "op_schema": schema, "opset": opset,
                                                      "_run": run_average_pool, "__module__": __name__})]
     if global_pool:
@@ -120,6 +131,8 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
     if qlinear:
         ops.append(type("QLinearAveragePool", (base,), {"op_domain": "com.microsoft", "op_schema": None,
                                                         "_run": run_qlinear, "__module__": __name__}))
+        ops.append(type("QLinearGlobalAveragePool", (base,), {"op_domain": "com.microsoft", "op_schema": None,
+                                                              "_run": run_qlinear_global, "__module__": __name__}))
     return tuple(ops)
 
 

@@ -154,6 +154,44 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     return _finish(prepared, x, kernel_args, out)
 
 
+#: The label of :func:`qlinear_global_average_pool`'s errors.
+GLOBAL_LABEL = "QLinearGlobalAveragePool"
+
+
+def qlinear_global_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any, *,
+                                channels_last: bool | int = False, out: np.ndarray | None = None) -> np.ndarray:
+    """onnxruntime's com.microsoft QLinearGlobalAveragePool (what its quantizer makes of a
+    GlobalAveragePool), bit for bit: the average of each image's channel over every spatial axis.
+
+    >>> import numpy as np
+    >>> from avgpool.qlinear import qlinear_global_average_pool
+    >>> x = np.array([[[[10, 20], [30, 41]]]], dtype=np.uint8)
+    >>> qlinear_global_average_pool(x, 0.5, 0, 0.25, 3)
+    array([[[[53]]]], dtype=uint8)
+
+    onnxruntime computes it as its QLinearAveragePool computes a kernel covering the whole input
+    without pads (one function, ``ComputeQLinearGlobalAvgPool``), so this is
+    :func:`qlinear_average_pool` with ``kernel_shape`` the spatial shape: its integer path, its
+    scalars, its refusals (``2**-32 <= x_scale / (y_scale * n) < 256``), its ``out``. ``x`` is
+    N x C x D1 ... Dn (N x D1 ... Dn x C with ``channels_last``), n >= 1 and no spatial axis empty;
+    the output keeps every axis, each spatial one of length 1.
+
+    Raises :class:`avgpool.AvgPoolError` for any invalid input, scalar or ``out``.
+    """
+    try:
+        array = x if type(x) is _ndarray else _as_array(x)
+        if array.ndim < 3:
+            raise AvgPoolError(f"`X` has shape {array.shape}: it must have at least 3 axes (N, C and a spatial one)")
+        spatial = array.shape[1:-1] if channels_last is True or channels_last == 1 else array.shape[2:]
+        if 0 in spatial:
+            raise AvgPoolError(f"`X` has shape {array.shape}: a spatial axis is empty (an average of no values; "
+                               "onnxruntime refuses it as out of its computation range)")
+        return qlinear_average_pool(array, x_scale, x_zero_point, y_scale, y_zero_point, spatial,
+                                    channels_last=channels_last, out=out)
+    except AvgPoolError as err:
+        raise AvgPoolError(f"{GLOBAL_LABEL}: {str(err).removeprefix(dialect.LABEL + ': ')}") from None
+
+
 def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_point: Any, y_scale: Any,
                     y_zero_point: Any, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any, ceil_mode: Any,
                     count_include_pad: Any, channels_last: Any) -> np.ndarray:
