@@ -6,6 +6,7 @@ import importlib.util
 import io
 import os
 import pickle
+import re
 import subprocess
 import sys
 import zipfile
@@ -337,6 +338,31 @@ def test_run_errors(tmp_path, capsys):
     # an attribute the opset does not have: avgpool's message, exit 2
     onnx.save(_pool_model(9, kernel_shape=[3], ceil_mode=1), tmp_path / "m9.onnx")
     fails(capsys, ["run", tmp_path / "m9.onnx"], "`ceil_mode` does not exist before AveragePool-10")
+
+
+def test_run_check_counts_the_values_that_differ(tmp_path):
+    # a QDQ chain: onnxruntime's float32 sums miss rounding ties that the exact averages hit, and
+    # QuantizeLinear then rounds them to a neighbouring step: --check says how many values differ
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["x"]),
+             helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[4], strides=[4]),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["y"])]
+    scalars = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]),
+               helper.make_tensor("z", TensorProto.UINT8, [], [0])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("q", TensorProto.UINT8, [1, 1, 4000])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=scalars)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9), tmp_path / "m.onnx")
+    q = np.random.default_rng(0).integers(0, 256, (1, 1, 4000)).astype(np.uint8)
+    np.save(tmp_path / "q.npy", q)
+    code, text = run(["run", tmp_path / "m.onnx", "-i", f"q={tmp_path / 'q.npy'}", "-o", tmp_path / "out", "--check"])
+    scale = np.float32(0.1)
+    averages = (q.astype(np.float32) * scale).astype(np.float64).reshape(-1, 4).mean(axis=1).astype(np.float32)
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy").reshape(-1),
+                                  np.clip(np.rint(averages / scale), 0, 255).astype(np.uint8))
+    assert code == 1
+    assert re.search(r"check y against onnxruntime: .*\[DIFFERENT: [1-9]\d* of 1000 values at", text), text
 
 
 def test_run_a_model_with_a_node_the_evaluator_has_no_implementation_of(tmp_path, capsys):

@@ -184,6 +184,13 @@ def _check(args: argparse.Namespace, model: Any, feeds: dict[str, np.ndarray], n
         ok = np.shape(got) == np.shape(ref) and bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol,
                                                                 equal_nan=True))
         worst_ok &= ok
+        verdict = "ok" if ok else "DIFFERENT"
+        if not ok and np.shape(got) == np.shape(ref):
+            # how many: a QDQ model's QuantizeLinear after a pool flips a value by one step where
+            # the average is a rounding tie and onnxruntime's float32 sum lands beside it
+            # (7 of 3872 values on a 3x3 pool of a model quantized by onnxruntime)
+            close = np.isclose(got, ref, rtol=args.rtol, atol=args.atol, equal_nan=True)
+            verdict += f": {int(close.size - np.count_nonzero(close))} of {close.size} values"
         print(f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
-              f"[{'ok' if ok else 'DIFFERENT'} at rtol {args.rtol:g}, atol {args.atol:g}]", file=stdout)
+              f"[{verdict} at rtol {args.rtol:g}, atol {args.atol:g}]", file=stdout)
     return 0 if worst_ok else 1
