@@ -69,3 +69,24 @@ def test_refusals_name_the_operator(x, scalars, message):
     with pytest.raises(AvgPoolError) as err:
         avgpool.qlinear_global_average_pool(x, *scalars)
     assert str(err.value).startswith("QLinearGlobalAveragePool: ") and message in str(err.value)
+
+
+@pytest.mark.parametrize("channels_last", [0, 1])
+def test_the_evaluators_node_is_onnxruntimes(channels_last):
+    from onnx import TensorProto, helper
+
+    import avgpool.onnx as avgpool_onnx
+
+    node = helper.make_node("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
+                            channels_last=channels_last)
+    scalars = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.05]),
+               helper.make_tensor("xz", TensorProto.INT8, [], [-3]),
+               helper.make_tensor("ys", TensorProto.FLOAT, [], [0.04]),
+               helper.make_tensor("yz", TensorProto.INT8, [], [9])]
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.INT8, [2, 5, 6, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, None)], initializer=scalars)
+    opsets = [helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
+    x = np.random.default_rng(5).integers(-128, 128, (2, 5, 6, 7)).astype(np.int8)
+    (got,) = avgpool_onnx.make_evaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(got, onnxruntime_global(x, 0.05, -3, 0.04, 9, channels_last))
