@@ -222,6 +222,15 @@ def test_accessor():
     xr.testing.assert_identical(ds.avgpool.average_pool(kernel={"y": 3}), avgpool.xarray.average_pool(ds, {"y": 3}))
 
 
+def test_a_dask_backed_image_with_a_large_kernel():
+    # a plain 2-D (y, x) image on dask, float32, a kernel of 5 x 5 (the exact running sums, which
+    # read the input a second time): the same bits as the numpy-backed array
+    arr = xr.DataArray(np.random.default_rng(1).random((16, 16), dtype=np.float32), dims=("y", "x"))
+    expected = arr.avgpool.average_pool(kernel={"y": 5, "x": 5})
+    xr.testing.assert_identical(arr.chunk({"y": 8, "x": 8}).avgpool.average_pool(kernel={"y": 5, "x": 5}).compute(),
+                                expected)
+
+
 @pytest.mark.parametrize("keywords, message", [
     ({"kernel": {"z": 3}}, r"`kernel` names dim 'z', which the DataArray does not have \(its dims: \('y', 'x'\)\)"),
     ({"kernel": {"x": 3}, "strides": {"w": 2}}, r"`strides` names dim 'w', which the DataArray does not have"),

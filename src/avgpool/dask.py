@@ -40,10 +40,9 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from dask._task_spec import List, Task, TaskRef
+from dask._task_spec import List, Task, TaskRef, convert_legacy_graph
 from dask.array.core import concatenate3
 from dask.base import tokenize
-from dask.graph_manipulation import clone
 from dask.highlevelgraph import HighLevelGraph
 
 from . import tiles, tuning
@@ -162,11 +161,11 @@ def _exact_of(stats: list, headroom: int) -> np.ndarray:
 def _exact_slabs(x: da.Array, layout: Layout, headroom: int) -> da.Array:
     """Per slab (N x C in NCX, N in NXC), chunked like ``x``: whether the whole slab's values
     allow the exact sums (:func:`avgpool.tiles.exact_allowed`). Computed from a second reading
-    of the input (a clone of its graph), so that the tiles need not wait with every chunk held:
+    of the input (:func:`_second_reading`), so that the tiles need not wait with every chunk held:
     one task per chunk reduces it to two numbers per slab, one per group of slabs combines
     them (dask's generic reductions took five times as many tasks, which cost more than the
     pooling on 256 x 256 chunks)."""
-    source = clone(x, assume_layers=False)
+    source = _second_reading(x)
     kept = 2 if layout is Layout.NCX else 1
     name = f"avgpool-exact-{tokenize(source, layout, headroom)}"
     graph: dict = {}
@@ -179,6 +178,21 @@ def _exact_slabs(x: da.Array, layout: Layout, headroom: int) -> da.Array:
         graph[(name, *group)] = Task((name, *group), _exact_of, List(*refs), headroom)
     hlg = HighLevelGraph.from_collections(name, graph, dependencies=[source])
     return da.Array(hlg, name, x.chunks[:kept], meta=np.empty((0,) * kept, bool))
+
+
+def _second_reading(x: da.Array) -> da.Array:
+    """``x`` computed a second time, under keys of its own: every task of ``x``'s graph renamed,
+    its references to other tasks of the graph renamed alike. Not dask's ``clone``: it renames
+    the graph's keys but not each task's own ``key``, nor an alias's target (dask 2026.8), and
+    dask's fusion of linear chains then failed on any input with layers of its own ("Cannot
+    fuse tasks with multiple outputs": a rechunked or sliced array, a 2-D xarray DataArray
+    reshaped to 4-D; tests/test_dask.py, tests/test_xarray.py)."""
+    graph = convert_legacy_graph(dict(x.__dask_graph__()))
+    suffix = "-avgpool-again-" + tokenize(x.name)
+    renamed = {key: (key[0] + suffix, *key[1:]) if isinstance(key, tuple) else key + suffix for key in graph}
+    copy = {renamed[key]: node.substitute(renamed, key=renamed[key]) for key, node in graph.items()}
+    name = x.name + suffix
+    return da.Array(HighLevelGraph.from_collections(name, copy, dependencies=[]), name, x.chunks, meta=x._meta)
 
 
 def output_chunks(geometry: AxisGeometry, input_chunks: tuple[int, ...]) -> list[tuple[int, int, int]]:
