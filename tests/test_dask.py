@@ -283,3 +283,12 @@ def test_inputs_with_layers_of_their_own_take_the_exact_path_too(make):
     x = np.random.default_rng(0).standard_normal((1, 1, 8, 8)).astype(np.float32)
     for kernel in ([3, 3], [5, 5]):
         assert same_bits(avgpool_dask.average_pool(make(x), kernel).compute(), avgpool.average_pool(x, kernel))
+
+
+def test_an_input_numpy_cannot_hold_is_refused_clearly():
+    huge = da.zeros((10**6,) * 4, chunks=(1, 1, 1024, 1024), dtype=np.float32)  # more bytes than numpy addresses
+    with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-22: the input \(float32, shape \(1000000,"):
+        avgpool_dask.average_pool(huge, [2, 2])
+    strings = da.from_array(np.array([[["a", "b", "c"]]], dtype=np.dtypes.StringDType()), chunks=1)
+    with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-22: the input \(StringDType\(\)"):
+        avgpool_dask.average_pool(strings, [2])

@@ -118,9 +118,13 @@ def _as_dask(x: Any) -> da.Array:
 
 def _shape_only(x: da.Array) -> np.ndarray:
     """An array of ``x``'s shape and dtype holding no data (one element, strides 0), for the
-    validation that the numpy functions do."""
-    return np.lib.stride_tricks.as_strided(np.zeros(1, x.dtype), shape=x.shape, strides=(0,) * x.ndim,
-                                           writeable=False)
+    validation that the numpy functions do; AvgPoolError where numpy has no such array (a dtype
+    it cannot hold, as zarr's variable-length strings, or more bytes than it can address)."""
+    try:
+        return np.lib.stride_tricks.as_strided(np.zeros(1, x.dtype), shape=x.shape, strides=(0,) * x.ndim,
+                                               writeable=False)
+    except (TypeError, ValueError) as err:
+        raise AvgPoolError(f"the input ({x.dtype}, shape {x.shape}) cannot be pooled as a numpy array: {err}") from None
 
 
 # Each task names its operator by its spec (a few integers) and the tuning the graph was built
