@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 import re
+import struct
 import subprocess
 import sys
 import zipfile
@@ -244,6 +245,33 @@ def test_truncated_and_padded_npy(tmp_path, x, capsys):
     with open(tmp_path / "huge.npy", "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)
     fails(capsys, ["pool", tmp_path / "huge.npy", tmp_path / "y.npy", "-k", "2,2"], "truncated")
+
+
+def _npy_bytes(version: tuple[int, int], header: object, data: bytes) -> bytes:
+    """An .npy file of any version whose header is ``repr(header)``, padded as numpy pads it."""
+    text = repr(header).encode("utf-8")
+    length_format, fixed = ("<H", 10) if version[0] == 1 else ("<I", 12)
+    pad = (64 - (fixed + len(text) + 1) % 64) % 64
+    length = struct.pack(length_format, len(text) + pad + 1)
+    return b"\x93NUMPY" + bytes(version) + length + text + b" " * pad + b"\n" + data
+
+
+def test_npy_headers_of_every_version_and_hostile_shapes(tmp_path, capsys):
+    good = {"descr": "<f4", "fortran_order": False, "shape": (1, 1, 2, 2)}
+    data = np.arange(4, dtype="<f4").tobytes()
+    # 3.0 (numpy's format for UTF-8 field names) is read as 1.0 and 2.0 are
+    (tmp_path / "v3.npy").write_bytes(_npy_bytes((3, 0), good, data))
+    code, _ = run(["pool", tmp_path / "v3.npy", tmp_path / "y.npy", "-k", "2,2"])
+    assert code == 0 and np.load(tmp_path / "y.npy").item() == 1.5
+    for name, version, header, needle in [
+            ("v9.npy", (9, 0), good, "format version 9.0"),
+            ("bool.npy", (1, 0), {**good, "shape": (True, 1, 2, 2)}, "is not a tuple of non-negative integers"),
+            ("negative.npy", (2, 0), {**good, "shape": (-1, 1, 2, 2)}, "is not a tuple of non-negative integers"),
+            ("extra.npy", (3, 0), {**good, "x": 1}, "is not a dictionary of descr, fortran_order and shape"),
+            ("code.npy", (3, 0), "__import__('os').getcwd()", "is not a dictionary")]:
+        (tmp_path / name).write_bytes(_npy_bytes(version, header, data))
+        fails(capsys, ["pool", tmp_path / name, tmp_path / "z.npy", "-k", "2,2"], "not a valid .npy file", needle)
+    assert not (tmp_path / "z.npy").exists()
 
 
 def test_malformed_npz_and_images(tmp_path, x, capsys):

@@ -29,6 +29,7 @@ Every problem with a file raises :class:`FileFormatError` (a ValueError) naming 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import errno
 import os
@@ -37,6 +38,7 @@ import secrets
 import shutil
 import signal
 import stat
+import struct
 import threading
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -89,16 +91,34 @@ def _read_header(fp: BinaryIO, what: str) -> tuple[tuple[int, ...], bool, np.dty
             shape, fortran, dtype = fmt.read_array_header_1_0(fp)
         elif version == (2, 0):
             shape, fortran, dtype = fmt.read_array_header_2_0(fp)
+        elif version == (3, 0):
+            shape, fortran, dtype = _read_header_3_0(fp)
         else:
-            shape, fortran, dtype = fmt._read_array_header(fp, version)  # 3.0: utf-8 field names
-    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as err:
+            raise ValueError(f"format version {version[0]}.{version[1]}, which numpy does not define (1.0 to 3.0)")
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError, struct.error) as err:
         raise FileFormatError(f"{what} is not a valid .npy file: {err}") from None
+    if not all(type(n) is int and n >= 0 for n in shape):  # numpy's readers let True and -1 through
+        raise FileFormatError(f"{what} is not a valid .npy file: its header's shape {shape} is not a tuple of "
+                              "non-negative integers")
     if dtype.hasobject:
         raise FileFormatError(f"{what} holds Python objects (dtype {dtype}): that needs pickle, which avgpool never "
                               "uses to read files; save plain numeric arrays")
     if dtype.fields is not None or dtype.kind == "V":
         raise FileFormatError(f"{what} has a structured or void dtype {dtype}: save a plain numeric array")
     return tuple(shape), fortran, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+def _read_header_3_0(fp: BinaryIO) -> tuple[Any, bool, np.dtype]:
+    """An .npy 3.0 header (2.0's, in UTF-8: numpy writes it for field names beyond latin-1),
+    which numpy reads only through a private function: a literal dictionary, never evaluated
+    as code."""
+    (length,) = struct.unpack("<I", fp.read(4))
+    header = ast.literal_eval(fp.read(length).decode("utf-8"))
+    if not isinstance(header, dict) or set(header) != {"descr", "fortran_order", "shape"}:
+        raise ValueError(f"the header is not a dictionary of descr, fortran_order and shape: {header!r}")
+    if not isinstance(header["shape"], tuple) or not isinstance(header["fortran_order"], bool):
+        raise ValueError(f"the header's shape or fortran_order is not valid: {header!r}")
+    return header["shape"], header["fortran_order"], np.lib.format.descr_to_dtype(header["descr"])
 
 
 def _check_size(what: str, shape: tuple[int, ...], dtype: np.dtype, expected: int, available: int) -> None:
