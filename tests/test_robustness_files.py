@@ -13,6 +13,7 @@ import io
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -424,3 +425,28 @@ def test_a_long_output_name_still_gets_its_temporary_file(tmp_path):
     name = "y" * 250 + ".npy"  # 254 characters: a temporary name built on it must stay under NAME_MAX
     assert run(["pool", tmp_path / "x.npy", tmp_path / name, "-k", "2,2", "-q"])[0] == 0
     assert sorted(os.listdir(tmp_path)) == sorted(["x.npy", name])
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(tmp_path, capsys):
+    # a new file renamed over a FIFO or a device would delete it (a character device became an SVG)
+    np.save(tmp_path / "x.npy", np.ones((1, 1, 4, 4), np.float32))
+    os.mkfifo(tmp_path / "fifo.npy")
+    os.mkfifo(tmp_path / "fifo.svg")
+    os.symlink(tmp_path / "fifo.npy", tmp_path / "link.npy")
+    for argv in (["pool", tmp_path / "x.npy", tmp_path / "fifo.npy", "-k", "2,2"],
+                 ["pool", tmp_path / "x.npy", tmp_path / "link.npy", "-k", "2,2"],
+                 ["explain", "1x1x4", "-k", "3", "--svg", tmp_path / "fifo.svg"]):
+        code, _ = run(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and "is not a regular file (a device, a FIFO or a socket)" in err and err.count("\n") == 1
+    assert all(stat.S_ISFIFO(os.stat(tmp_path / name).st_mode) for name in ("fifo.npy", "fifo.svg", "link.npy"))
+    assert sorted(os.listdir(tmp_path)) == ["fifo.npy", "fifo.svg", "link.npy", "x.npy"]
+
+
+def test_explain_pictures_refused_before_anything_is_written(tmp_path, capsys):
+    code, text = run(["explain", "1x1x4", "-k", "3", "--svg", tmp_path / "d.svg", "--png", tmp_path / "d.svg"])
+    assert code == 2 and text == "" and "--svg and --png name the same file" in capsys.readouterr().err
+    # a PNG as wide as 20000 input positions: refused by its size, not drawn in gigabytes
+    code, text = run(["explain", "1x1x20000", "-k", "3", "--no-compare", "--png", tmp_path / "w.png"])
+    assert code == 2 and text == "" and "the PNG would be" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []

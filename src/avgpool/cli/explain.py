@@ -3,10 +3,11 @@ dialects differ, as text and optionally SVG or PNG (drawn by :mod:`avgpool.cli.w
 
 from __future__ import annotations
 
+import os
 from io import BytesIO
 from typing import TYPE_CHECKING
 
-from .flags import add_attribute_flags, dialect_label, ints, output_shape, settings_from_args, spatial
+from .flags import UsageError, add_attribute_flags, dialect_label, ints, output_shape, settings_from_args, spatial
 from .interrupts import INTERRUPTS
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     # every picture is made before anything is printed or written, so that a refusal is the only output
     title = f"{label}, input {'x'.join(map(str, args.input_shape))}: {settings.describe()}"
     pictures = {}
+    if args.svg and args.png and os.path.realpath(args.svg) == os.path.realpath(args.png):
+        raise UsageError(f"--svg and --png name the same file {args.svg}: give each picture its own")
     if args.svg:
         pictures[args.svg] = windows.svg(axes, max_windows=args.max_windows, title=title).encode("utf-8")
     if args.png:

@@ -303,6 +303,20 @@ def _new_file_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
+def _check_regular(path: Any, target: str) -> None:
+    """Refuse a target that exists and is not a regular file: renaming a new file over a device
+    or a FIFO would delete it (a character device, /dev/full, became an SVG file)."""
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise FileFormatError(f"{os.fspath(path)}: cannot write: {err.strerror or err}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a device, a FIFO or a socket)"
+        raise FileFormatError(f"{os.fspath(path)} is {kind}: avgpool writes regular files, replacing them whole")
+
+
 @contextlib.contextmanager
 def replacing(path: Any, *, commit: contextlib.AbstractContextManager[Any] | None = None) -> Iterator[BinaryIO]:
     """A new file that becomes ``path`` only when the block completes.
@@ -318,6 +332,7 @@ def replacing(path: Any, *, commit: contextlib.AbstractContextManager[Any] | Non
     during it from being raised between the rename and the end of the block.
     """
     target = os.path.realpath(os.fspath(path))  # through a symlink, as open() would write
+    _check_regular(path, target)
     directory, name = os.path.split(target)
     # hidden, recognisably ours, and short enough for NAME_MAX whatever the target's length
     temporary = os.path.join(directory, f".{name[:100]}.{secrets.token_hex(8)}.partial")

@@ -281,6 +281,9 @@ def explain_text(settings: Settings, dialect_label: str, spec: PoolSpec, input_s
 _COLOURS = {"input": "#dbe9f6", "pad": "#f6e3c6", "past": "#eeeeee",
             "#": "#2b6cb0", "P": "#dd8a2b", "X": "#b0b0b0", ".": "#ffffff"}
 _CELL, _ROW_LABEL = 18, 150
+#: The largest PNG diagram drawn (3 bytes a pixel in memory, Pillow's own limit against
+#: decompression bombs about 89 million).
+PNG_MAX_PIXELS = 50_000_000
 
 
 def _picture_rows(axes: Sequence[AxisWindows], max_windows: int) -> list[tuple[str, list[tuple[int, str, str]] | None]]:
@@ -346,6 +349,9 @@ def png(axes: Sequence[AxisWindows], fp: BinaryIO, *, max_windows: int = 64, tit
     columns = max((c for _, cells in rows if cells for c, _, _ in cells), default=0) + 1
     width = _ROW_LABEL + columns * _CELL + 20
     height = (len(rows) + 2) * (_CELL + 4) + 10
+    if width * height > PNG_MAX_PIXELS:  # 1x1x20000 asked for 2.2 GB, 1x1x200000 for ~16 GB
+        raise AvgPoolError(f"the PNG would be {width} x {height} pixels ({columns} positions of the input in a row), "
+                           f"more than {PNG_MAX_PIXELS:,}: write an SVG (--svg) or explain a shorter input")
     image = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(image)
     draw.text((8, 4), title, fill="black")
