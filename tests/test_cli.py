@@ -290,6 +290,44 @@ def test_malformed_npz_and_images(tmp_path, x, capsys):
     fails(capsys, ["pool", tmp_path / "gif.png", tmp_path / "y.npy", "-k", "2,2"], "GIF")
 
 
+def _png16(path, colour_type: int, samples: int, value: int = 258) -> None:
+    """A 4 x 4 16-bit PNG of ``samples`` samples a pixel, every sample ``value``."""
+    import zlib
+
+    row = b"\x00" + value.to_bytes(2, "big") * samples * 4
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 4, 4, 16, colour_type, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * 4))
+                     + chunk(b"IEND", b""))
+
+
+def test_16_bit_pngs_keep_their_values_or_are_refused(tmp_path, capsys):
+    pytest.importorskip("PIL")
+    _png16(tmp_path / "grey.png", 0, 1)  # Pillow keeps 16-bit grey
+    code, _ = run(["pool", tmp_path / "grey.png", tmp_path / "y.npy", "-k", "2,2"])
+    assert code == 0 and set(np.load(tmp_path / "y.npy").ravel()) == {258.0}
+    for name, colour_type, samples in (("rgb.png", 2, 3), ("rgba.png", 6, 4), ("greyalpha.png", 4, 2)):
+        _png16(tmp_path / name, colour_type, samples)  # Pillow would read 8 bits a sample
+        fails(capsys, ["pool", tmp_path / name, tmp_path / "z.npy", "-k", "2,2"], "16-bit", "reads as 8 bits")
+
+
+def test_quantized_flags_out_of_range_and_batch_sizes(tmp_path, capsys):
+    np.save(tmp_path / "q.npy", np.zeros((2, 1, 4, 4), np.uint8))
+    q = ["pool", tmp_path / "q.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "qlinear"]
+    fails(capsys, [*q, "--x-zero-point", "300"], "`x_zero_point` is 300: it does not fit X's dtype uint8")
+    fails(capsys, [*q, "--y-zero-point", "-1"], "`y_zero_point` is -1")
+    fails(capsys, [*q, "--x-scale", "1e300"], "`x_scale` is 1e+300, as float32 inf: it must be finite")
+    for size in ("-1", "0", "two"):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            run([*q, "--batch-size", size])
+        assert exit_.value.code == 2 and f"expected a positive integer, got '{size}'" in capsys.readouterr().err
+    assert not (tmp_path / "y.npy").exists()
+
+
 def test_wrong_shapes_and_extensions(tmp_path, x, capsys):
     np.save(tmp_path / "flat.npy", np.zeros((4, 4), np.float32))
     fails(capsys, ["pool", tmp_path / "flat.npy", tmp_path / "y.npy", "-k", "2,2"], "at least 3 dimensions")

@@ -278,9 +278,9 @@ def _call_qlinear(x: np.ndarray, s: Settings) -> np.ndarray:
     if function is None:
         raise DialectUnavailable("the QLinearAveragePool dialect is not available in this build of avgpool "
                                  "(avgpool.qlinear.qlinear_average_pool is missing)")
-    dtype = x.dtype if x.dtype in (np.dtype(np.uint8), np.dtype(np.int8)) else np.dtype(np.uint8)
-    return function(x, np.float32(s.x_scale), np.array(s.x_zero_point, dtype=dtype), np.float32(s.y_scale),
-                    np.array(s.y_zero_point, dtype=dtype), **qlinear_attributes(s))
+    # plain Python numbers, which the function reads as onnxruntime reads its tensors (float32
+    # scales, zero points of X's dtype), refusing out-of-range ones with its own messages
+    return function(x, s.x_scale, s.x_zero_point, s.y_scale, s.y_zero_point, **qlinear_attributes(s))
 
 
 @dataclass(frozen=True)

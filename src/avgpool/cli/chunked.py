@@ -134,16 +134,12 @@ def _onednn_empty_windows(y: Any, spec: Any, input_shape: tuple[int, ...]) -> An
 def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:
     """The lazy pooled array; every attribute is validated here, before any chunk is read. The
     attributes are the registry's (one mapping per dialect), as for a file."""
-    import numpy as np
 
     from ..dialect_registry import onnx_attributes, qlinear_attributes
 
     if args.dialect == "qlinear":
         attributes = qlinear_attributes(s)
-        dtype = x.dtype if x.dtype in (np.dtype(np.uint8), np.dtype(np.int8)) else np.dtype(np.uint8)
-        return avgpool_dask.qlinear_average_pool(x, np.float32(s.x_scale), np.array(s.x_zero_point, dtype=dtype),
-                                                 np.float32(s.y_scale), np.array(s.y_zero_point, dtype=dtype),
-                                                 **attributes)
+        return avgpool_dask.qlinear_average_pool(x, s.x_scale, s.x_zero_point, s.y_scale, s.y_zero_point, **attributes)
     if args.dialect == "onnx":
         return avgpool_dask.average_pool(x, **onnx_attributes(s), opset=s.opset, layout=s.layout.value)
     spec, layout = _dialect_spec(args.dialect, s, x.shape, x.dtype)

@@ -214,6 +214,10 @@ def read_image(path: Any) -> np.ndarray:
         with Image.open(path) as image:
             if image.format not in ("PNG", "JPEG"):
                 raise FileFormatError(f"{path} is a {image.format} image; avgpool reads PNG and JPEG")
+            if image.format == "PNG" and image.mode != "I;16" and _png_bit_depth(path) == 16:
+                # Pillow keeps 16 bits only for grey: colour or alpha it reads as 8 bits, silently
+                raise FileFormatError(f"{path} is a 16-bit {image.mode} PNG, which Pillow reads as 8 bits a "
+                                      "sample: save it as .npy (or as 16-bit grey) to pool its values unchanged")
             if image.mode in ("P", "PA", "CMYK", "YCbCr", "LAB", "HSV", "RGBX"):
                 image = image.convert("RGBA" if "transparency" in image.info or image.mode == "PA" else "RGB")
             elif image.mode == "1":
@@ -226,6 +230,14 @@ def read_image(path: Any) -> np.ndarray:
     if pixels.ndim == 2:
         pixels = pixels[:, :, None]
     return np.ascontiguousarray(pixels.transpose(2, 0, 1)[None])
+
+
+def _png_bit_depth(path: str) -> int:
+    """The bits a sample of a PNG file: its IHDR chunk's bit depth (byte 24, the chunk being the
+    first, as the format requires)."""
+    with open(path, "rb") as fp:
+        head = fp.read(25)
+    return head[24] if len(head) == 25 and head[12:16] == b"IHDR" else 0
 
 
 def read_tensor(path: Any, *, key: str | None = None) -> Tensor:

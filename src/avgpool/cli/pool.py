@@ -13,6 +13,7 @@ from .flags import (
     add_attribute_flags,
     chunk_lengths,
     dialect_label,
+    positive_int,
     refuse_overwriting,
     settings_from_args,
 )
@@ -70,8 +71,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     files.add_argument("--output-key", help="the array name in an .npz output (default: the input's key, or y)")
     files.add_argument("--dtype", choices=["float16", "float32", "float64", "uint8", "int8"],
                        help="convert the input to this dtype first")
-    files.add_argument("--batch-size", type=int, help="samples along N per step (default: about 32 MB of input; "
-                                                      "files only)")
+    files.add_argument("--batch-size", type=positive_int,
+                       help="samples along N per step (default: about 32 MB of input; files only)")
     files.add_argument("--chunks", type=chunk_lengths, metavar="C1,C2,...|auto",
                        help="with a zarr store: the chunks the input is read and pooled in, one length per axis "
                             "(-1: the whole axis) or auto; default: the input store's own chunks (auto for a file)")

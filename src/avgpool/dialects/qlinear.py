@@ -168,7 +168,8 @@ def parse_scale(name: str, value: Any) -> np.float32:
         with np.errstate(over="ignore", invalid="ignore"):
             scale = np.float32(value)
     if not math.isfinite(scale):
-        raise AvgPoolError(f"`{name}` is {float(scale)}: it must be finite (onnxruntime's float-to-int "
+        given = f"{value!r}, as float32 " if math.isfinite(value) else ""  # a finite value beyond float32
+        raise AvgPoolError(f"`{name}` is {given}{float(scale)}: it must be finite (onnxruntime's float-to-int "
                            "conversion of the result would be undefined)")
     return scale
 
