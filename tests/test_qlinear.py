@@ -656,7 +656,7 @@ OK = dict(kernel_shape=[2, 2])
     ((X, True, 0, 0.1, 0), OK, "`x_scale` must be a real number"),
     ((X, math.nan, 0, 0.1, 0), OK, "`x_scale` is nan: it must be finite"),
     ((X, 0.1, 0, math.inf, 0), OK, "`y_scale` is inf: it must be finite"),
-    ((X, 0.1, 0, 1e39, 0), OK, "`y_scale` is inf: it must be finite"),  # overflows float32
+    ((X, 0.1, 0, 1e39, 0), OK, "`y_scale` is 1e+39, as float32 inf: it must be finite"),
     ((X, 0.1, 0, 0.0, 0), OK, "`y_scale` is 0: it must be non-zero"),
     ((X, 0.1, np.int8(0), 0.1, 0), OK, "`x_zero_point` has dtype int8: it must have X's dtype uint8"),
     ((X, 0.1, 0, 0.1, np.array([0], np.int32)), OK, "`y_zero_point` has dtype int32"),
