@@ -306,3 +306,13 @@ def test_help_mentions_zarr_and_chunks(capsys):
     assert exit_.value.code == 0
     text = capsys.readouterr().out
     assert "zarr" in text and "--chunks" in text
+
+
+def test_a_corrupt_chunk_is_one_line_and_the_old_output_stays(tmp_path, capsys):
+    store(tmp_path / "in.zarr", np.arange(256, dtype=np.float32).reshape(1, 1, 16, 16), (1, 1, 8, 8))
+    (tmp_path / "in.zarr" / "c" / "0" / "0" / "1" / "1").write_bytes(b"not the codec's data")
+    np.save(tmp_path / "out.npy", np.ones(3))
+    old = (tmp_path / "out.npy").read_bytes()
+    fails(capsys, ["pool", tmp_path / "in.zarr", tmp_path / "out.npy", "-k", "2,2"],
+          "a chunk of the zarr store could not be read")
+    assert (tmp_path / "out.npy").read_bytes() == old

@@ -225,8 +225,30 @@ def _store(y: Any, target: Any, progress: bool) -> None:
     try:
         with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
             dask.compute(stored, scheduler="threads", pool=pool)
+    except Exception as err:
+        from . import files
+
+        if _raised_by_the_store(err):  # a corrupt chunk file, a codec's error: the input's fault, one line
+            raise files.FileFormatError(f"a chunk of the zarr store could not be read: {type(err).__name__}: "
+                                        f"{err}") from None
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _raised_by_the_store(err: BaseException) -> bool:
+    """Whether ``err`` was raised inside zarr or its codecs (numcodecs), reading a chunk."""
+    from ..errors import AvgPoolError
+    from . import files
+
+    if isinstance(err, (AvgPoolError, files.FileFormatError, OSError, MemoryError)):
+        return False  # reported as they are
+    frame = err.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_globals.get("__name__", "").partition(".")[0] in ("zarr", "numcodecs"):
+            return True
+        frame = frame.tb_next
+    return False
 
 
 def pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -> int:
