@@ -51,6 +51,14 @@ def test_random_inputs_bit_for_bit_as_onnxruntime(seed):
         np.testing.assert_array_equal(got, expected)
 
 
+def test_channels_last_as_numpy_values():
+    x = np.random.default_rng(2).integers(0, 256, (1, 3, 3, 5)).astype(np.uint8)
+    expected = onnxruntime_global(x, 0.1, 7, 0.2, 9, 1)
+    for flag in (True, 1, np.True_, np.int64(1)):
+        np.testing.assert_array_equal(avgpool.qlinear_global_average_pool(x, 0.1, 7, 0.2, 9, channels_last=flag),
+                                      expected)
+
+
 def test_out_and_the_doctest_value():
     x = np.array([[[[10, 20], [30, 41]]]], dtype=np.uint8)
     out = np.empty((1, 1, 1, 1), np.uint8)
@@ -64,10 +72,12 @@ def test_out_and_the_doctest_value():
     (np.zeros((1, 2, 3), np.float32), (0.1, 0, 0.1, 0), "`X` has dtype float32"),
     (np.zeros((1, 2, 3), np.uint8), (1000.0, 0, 0.1, 0), "2**-32 <= x_scale / (y_scale * 3) < 256"),
     (np.zeros((1, 2, 3), np.uint8), (0.1, np.int8(0), 0.1, 0), "`x_zero_point` has dtype int8"),
+    (np.zeros((1, 2, 3), np.uint8), (0.1, 0, 0.1, 0, np.array([1, 0])), "`channels_last` must be 0, 1, False or True"),
+    (np.zeros((1, 2, 3), np.uint8), (0.1, 0, 0.1, 0, 2), "`channels_last` must be 0, 1, False or True, got 2"),
 ])
 def test_refusals_name_the_operator(x, scalars, message):
     with pytest.raises(AvgPoolError) as err:
-        avgpool.qlinear_global_average_pool(x, *scalars)
+        avgpool.qlinear_global_average_pool(x, *scalars[:4], channels_last=scalars[4] if len(scalars) > 4 else 0)
     assert str(err.value).startswith("QLinearGlobalAveragePool: ") and message in str(err.value)
 
 

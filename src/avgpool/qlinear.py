@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import caches, qlinear_engine
+from .attributes import as_flag
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError, error_context
 from .memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
@@ -182,7 +183,7 @@ def qlinear_global_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale
         array = x if type(x) is _ndarray else _as_array(x)
         if array.ndim < 3:
             raise AvgPoolError(f"`X` has shape {array.shape}: it must have at least 3 axes (N, C and a spatial one)")
-        spatial = array.shape[1:-1] if channels_last is True or channels_last == 1 else array.shape[2:]
+        spatial = array.shape[1:-1] if as_flag("channels_last", channels_last) else array.shape[2:]
         if 0 in spatial:
             raise AvgPoolError(f"`X` has shape {array.shape}: a spatial axis is empty (an average of no values; "
                                "onnxruntime refuses it as out of its computation range)")

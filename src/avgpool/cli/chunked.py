@@ -134,7 +134,6 @@ def _onednn_empty_windows(y: Any, spec: Any, input_shape: tuple[int, ...]) -> An
 def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:
     """The lazy pooled array; every attribute is validated here, before any chunk is read. The
     attributes are the registry's (one mapping per dialect), as for a file."""
-
     from ..dialect_registry import onnx_attributes, qlinear_attributes
 
     if args.dialect == "qlinear":
