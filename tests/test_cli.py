@@ -342,6 +342,11 @@ def test_wrong_shapes_and_extensions(tmp_path, x, capsys):
           "2 values per spatial axis")
     fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1,1", "--pads-begin", "1,1"],
           "not both")
+    # the values as typed, not the flat ONNX pads they are joined into
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--pads-begin", "1"],
+          "--pads-begin has 1 value [1] but --kernel has 2: one value per spatial axis")
+    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--pads-begin", "1,1", "--pads-end",
+                   "1,1,1"], "--pads-end has 3 values [1, 1, 1]")
     fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "qlinear"], "uint8")
     fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino",
                    "--layout", "NXC"], "NCX only")

@@ -145,6 +145,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.pads is not None and (args.pads_begin is not None or args.pads_end is not None):
         raise UsageError("give either --pads (ONNX's flat list) or --pads-begin/--pads-end, not both")
     begin, end = args.pads_begin, args.pads_end
+    for flag, values in (("--pads-begin", begin), ("--pads-end", end)):
+        # checked here: the ONNX dialect would name the flat `pads` it is joined into, values never typed
+        if values is not None and len(values) != len(args.kernel):
+            raise UsageError(f"{flag} has {len(values)} value{'s' * (len(values) != 1)} {values} but --kernel has "
+                             f"{len(args.kernel)}: one value per spatial axis")
     if args.pads is not None:
         if len(args.pads) % 2:
             raise UsageError(f"--pads has {len(args.pads)} values {args.pads}: it needs all begins then all ends, "
