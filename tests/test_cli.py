@@ -492,3 +492,15 @@ def test_the_program_freezes_the_collector_after_every_other_exit_handler(progra
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["1x1x3", "frozen before exit: False", f"frozen at exit: {program}"]
+
+
+def test_a_large_image_is_read_without_pillows_warning(tmp_path, monkeypatch):
+    Image = pytest.importorskip("PIL.Image")
+    Image.fromarray(np.full((4, 4), 7, np.uint8)).save(tmp_path / "g.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10)  # 16 pixels: Pillow's warning, not yet its refusal
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, _ = run(["pool", tmp_path / "g.png", tmp_path / "y.npy", "-k", "2,2"])
+    assert code == 0 and set(np.load(tmp_path / "y.npy").ravel()) == {7.0}

@@ -40,6 +40,7 @@ import signal
 import stat
 import struct
 import threading
+import warnings
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -211,7 +212,12 @@ def read_image(path: Any) -> np.ndarray:
         raise FileFormatError("reading images needs Pillow: pip install 'avgpool[images]'") from None
     path = os.fspath(path)
     try:
-        with Image.open(path) as image:
+        with warnings.catch_warnings():
+            # above ~89 million pixels Pillow warns of a decompression bomb (several lines on stderr);
+            # above twice that it refuses, which is reported below in one line
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path)
+        with image:
             if image.format not in ("PNG", "JPEG"):
                 raise FileFormatError(f"{path} is a {image.format} image; avgpool reads PNG and JPEG")
             if image.format == "PNG" and image.mode != "I;16" and _png_bit_depth(path) == 16:
