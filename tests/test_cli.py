@@ -274,6 +274,15 @@ def test_npy_headers_of_every_version_and_hostile_shapes(tmp_path, capsys):
     assert not (tmp_path / "z.npy").exists()
 
 
+def test_an_npz_with_two_members_for_one_array_is_refused(tmp_path, x, capsys):
+    data = (tmp_path / "x.npy").read_bytes()
+    with zipfile.ZipFile(tmp_path / "two.npz", "w") as archive:
+        archive.writestr("x.npy", data)
+        archive.writestr("x", data[:-4])  # np.load would call both of them "x"
+    fails(capsys, ["pool", tmp_path / "two.npz", tmp_path / "y.npy", "-k", "2,2"],
+          "holds two members for the array 'x': 'x.npy' and 'x'")
+
+
 def test_malformed_npz_and_images(tmp_path, x, capsys):
     (tmp_path / "bad.npz").write_bytes(b"PK\x03\x04 not really a zip")
     fails(capsys, ["pool", tmp_path / "bad.npz", tmp_path / "y.npy", "-k", "2,2"], "not a valid .npz")

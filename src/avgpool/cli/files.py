@@ -180,7 +180,13 @@ def read_npz(path: Any, key: str | None = None) -> tuple[np.ndarray, str]:
     except (zipfile.BadZipFile, OSError) as err:
         raise FileFormatError(f"{path} is not a valid .npz (zip) file: {err}") from None
     with archive:
-        members = {name.removesuffix(".npy"): name for name in archive.namelist()}
+        members: dict[str, str] = {}
+        for name in archive.namelist():
+            array_name = name.removesuffix(".npy")
+            if array_name in members:  # "x" and "x.npy", or one name twice: which is x?
+                raise FileFormatError(f"{path} holds two members for the array {array_name!r}: "
+                                      f"{members[array_name]!r} and {name!r}")
+            members[array_name] = name
         if key is None:
             if len(members) != 1:
                 raise FileFormatError(f"{path} holds {len(members)} arrays {sorted(members)}: choose one with --key")
