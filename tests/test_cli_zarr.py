@@ -134,6 +134,10 @@ def test_a_group_needs_key(tmp_path, x, capsys):
     fails(capsys, ["pool", tmp_path / "g.zarr", tmp_path / "y.npy", "-k", "2,2"], "zarr group", "['scan']", "--key")
     assert run(["pool", tmp_path / "g.zarr", tmp_path / "y.npy", "-k", "2,2", "--key", "scan", "-q"]) == (0, "")
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), avgpool.average_pool(x, [2, 2]), strict=True)
+    # an array in a subgroup is named by its path, which --key takes
+    group.create_group("more").create_array("inner", shape=x.shape, chunks=(1, 1, 5, 5), dtype=x.dtype)[...] = x
+    fails(capsys, ["pool", tmp_path / "g.zarr", tmp_path / "z.npy", "-k", "2,2"], "['more/inner', 'scan']")
+    assert run(["pool", tmp_path / "g.zarr", tmp_path / "z.npy", "-k", "2,2", "--key", "more/inner", "-q"]) == (0, "")
 
 
 # ---------------------------------------------------------------- dialects

@@ -459,7 +459,8 @@ def open_zarr(path: Any, key: str | None = None) -> Any:
         what = f"{name} (array {key!r})" if key else name
         raise FileFormatError(f"{what} is not a readable zarr array: {err}") from None
     if isinstance(node, zarr.Group):
-        arrays = sorted(node.array_keys())
+        # every array below it, by its path (--key group/array), so that a nested one is named too
+        arrays = sorted(path for path, value in node.members(max_depth=None) if isinstance(value, zarr.Array))
         raise FileFormatError(f"{name}{'/' + key if key else ''} is a zarr group holding the arrays {arrays}: "
                               "choose one with --key")
     return node
