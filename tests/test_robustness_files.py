@@ -94,15 +94,15 @@ def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupt_when_blocked(child: subprocess.Popen, ready=lambda: True) -> None:
-    """SIGINT once the child is blocked writing to its full pipe (and ``ready()``): it can get
-    no further until the test drains the pipe, so the signal lands at a known point."""
+def _interrupt_when_blocked(child: subprocess.Popen, ready=lambda: True, signum: int = signal.SIGINT) -> None:
+    """SIGINT (or ``signum``) once the child is blocked writing to its full pipe (and ``ready()``):
+    it can get no further until the test drains the pipe, so the signal lands at a known point."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while not (_blocked_in_pipe_write(child.pid) and ready()):
         assert child.poll() is None, "the command ended before it could be interrupted"
         assert time.monotonic() < deadline, "the command never blocked on its output"
         time.sleep(0.01)
-    child.send_signal(signal.SIGINT)
+    child.send_signal(signum)
 
 
 needs_proc = pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/wchan"), reason="needs Linux /proc/PID/wchan")
@@ -141,6 +141,39 @@ def test_sigint_mid_write_keeps_the_old_file(tmp_path, suffix):
     # (no check that the first progress line got out: the child is blocked writing it to the full
     # pipe when the signal lands, and the KeyboardInterrupt cuts that write short; for .npy the
     # temporary output existed by then, which is what makes this a mid-write interrupt)
+    assert target.read_bytes() == OLD
+    assert _listing(tmp_path) == before
+
+
+def _sigint_ignored() -> None:
+    """In the child: SIGINT ignored, as a shell starts a command in the background."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@needs_proc
+@pytest.mark.parametrize("start", [_sigint_default, _sigint_ignored], ids=["foreground", "background"])
+def test_sigterm_mid_write_keeps_the_old_file_and_leaves_nothing(tmp_path, start):
+    """SIGTERM (kill, timeout, a job scheduler's cancel) as Ctrl-C: the temporary output removed,
+    the old file kept, exit 143; also for a background job, whose SIGINT is ignored."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).random((4, 1, 64, 64), np.float32))
+    target = tmp_path / "y.npy"
+    _existing(target)
+    before = _listing(tmp_path)
+    read_end, write_end = _full_pipe()
+    child = subprocess.Popen(_cli("pool", "x.npy", target.name, "-k", "1,1", "--batch-size", "1", "--progress", "-q"),
+                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=write_end, preexec_fn=start)
+    os.close(write_end)
+    try:
+        def writing() -> bool:
+            return any(name.startswith(f".{target.name}.") for name in os.listdir(tmp_path))
+
+        _interrupt_when_blocked(child, writing, signal.SIGTERM)
+    finally:
+        output = _drain(read_end)
+        code = child.wait(timeout=60)
+    stderr = output.lstrip(b"\0").decode()
+    assert code == 143 and "Traceback" not in stderr, stderr
+    assert stderr.splitlines()[-1] == "avgpool pool: terminated", stderr
     assert target.read_bytes() == OLD
     assert _listing(tmp_path) == before
 

@@ -15,6 +15,7 @@ in place, lets the command end normally (:class:`avgpool.cli.interrupts.Interrup
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -120,7 +121,8 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
             # an import can turn a KeyboardInterrupt into an ImportError
             code = None if handled and INTERRUPTS.requested else _failure(prefix, err)
         if code is None or (handled and INTERRUPTS.requested):
-            print(f"{prefix}: interrupted", file=sys.stderr)
-            return 130
+            terminated = handled and INTERRUPTS.signum == signal.SIGTERM
+            print(f"{prefix}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+            return 128 + (signal.SIGTERM if terminated else signal.SIGINT)  # the shell's convention: 143, 130
         return code
 

@@ -1,5 +1,6 @@
-"""Ctrl-C (SIGINT) while the command line runs: one KeyboardInterrupt, never an output half
-replaced (:class:`Interrupts`; avgpool.cli's ``main`` installs it first of all).
+"""Ctrl-C (SIGINT) while the command line runs, and SIGTERM when the command line is the program:
+one KeyboardInterrupt, never an output half replaced (:class:`Interrupts`; avgpool.cli's ``main``
+installs it first of all).
 
 Imports only the standard library: the console script imports avgpool.cli, and with it this
 module, before ``main`` can handle Ctrl-C (tests/test_interrupts.py).
@@ -66,6 +67,7 @@ class Interrupts:
         self.owner: int | None = None  # the thread whose main() handles Ctrl-C
         self.phase = _DONE
         self.requested = False  # a Ctrl-C came while the command could still be stopped
+        self.signum = signal.SIGINT  # the signal that requested it: SIGINT, or SIGTERM in the program
         self.again = False  # its KeyboardInterrupt was swallowed: raise it once more
         self.in_hook = False
         self.unraisablehook: Any = None
@@ -77,6 +79,8 @@ class Interrupts:
         if self.in_hook:  # raised here, it would be swallowed once more
             self._later()
             return
+        if not self.requested:
+            self.signum = signum
         self.requested, self.again = True, False
         if self.phase == _RUNNING:
             raise KeyboardInterrupt
@@ -108,23 +112,36 @@ class Interrupts:
 
     @contextlib.contextmanager
     def handling(self, *, program: bool) -> Iterator[bool]:
-        """Handle Ctrl-C while the block runs, if this thread can; yields whether it does."""
+        """Handle Ctrl-C while the block runs, if this thread can; yields whether it does. The
+        program (not a caller's process) takes SIGTERM as Ctrl-C too, also as a background job,
+        whose SIGINT the shell ignores: a job scheduler's cancel, ``kill`` or ``timeout`` then
+        removes the temporary output as well, where the default action killed the process and
+        left it beside the old file (tests/test_robustness_files.py)."""
+        takes_sigint = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        takes_sigterm = program and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         if (self.owner is not None or threading.current_thread() is not threading.main_thread()
-                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+                or not (takes_sigint or takes_sigterm)):
             yield False
             return
         self.owner, self.phase, self.requested, self.again = threading.get_ident(), _BEFORE, False, False
+        self.signum = signal.SIGINT
         self.unraisablehook, sys.unraisablehook = sys.unraisablehook, self._unraisable
-        signal.signal(signal.SIGINT, self)
+        if takes_sigint:
+            signal.signal(signal.SIGINT, self)
+        if takes_sigterm:
+            signal.signal(signal.SIGTERM, self)
         try:
             yield True
         finally:
+            if takes_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
             self.phase = _DONE
             for timer in self.timers:  # none may interrupt the caller once main() has returned
                 timer.cancel()
                 timer.join()
             self.timers.clear()
-            set_sigint(signal.SIG_IGN if program else signal.default_int_handler)
+            if takes_sigint:
+                set_sigint(signal.SIG_IGN if program else signal.default_int_handler)
             if not (program and self.requested):  # the program's teardown stays quiet after a Ctrl-C
                 sys.unraisablehook = self.unraisablehook
             self.owner = None
