@@ -445,6 +445,43 @@ def test_run_check_counts_the_values_that_differ(tmp_path):
     assert re.search(r"check y against onnxruntime: .*\[DIFFERENT: [1-9]\d* of 1000 values at", text), text
 
 
+def test_run_check_when_onnxruntime_cannot_run_the_model(tmp_path, capsys):
+    # AveragePool-1 with pads: avgpool runs it (semantics 7), onnxruntime has no kernel for it
+    import onnx
+
+    onnx.save(_pool_model(1, kernel_shape=[3], pads=[1, 1]), tmp_path / "m1.onnx")
+    capsys.readouterr()
+    code, text = run(["run", tmp_path / "m1.onnx", "-o", tmp_path / "out", "--check"])
+    err = capsys.readouterr().err
+    assert code == 1 and (tmp_path / "out" / "y.npy").exists()
+    assert err.startswith("avgpool run: --check: onnxruntime cannot run this model:") and err.count("\n") == 1, err
+
+
+def test_run_inputs_outputs_and_opset_refusals(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+
+    sequence = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("SequenceAt", ["s", "i"], ["x"]),
+                               helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2])], "g", [sequence],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("i", TensorProto.INT64, [], [0])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8), tmp_path / "s.onnx")
+    fails(capsys, ["run", tmp_path / "s.onnx"], "input 's' is not a tensor (sequence_type)")
+    onnx.save(_pool_model(11, kernel_shape=[3]), tmp_path / "m.onnx")
+    fails(capsys, ["run", tmp_path / "m.onnx", "--opset", "0"], "`opset` is 0")
+    # outputs Y, y and y_2: y_2 keeps its file, y (Y's on a case-insensitive disk) takes y_3
+    nodes = [helper.make_node("AveragePool", ["x"], [name], kernel_shape=[k]) for name, k in (("Y", 2), ("y", 1),
+                                                                                              ("y_2", 3))]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("Y", "y", "y_2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])], outputs)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8), tmp_path / "o.onnx")
+    code, text = run(["run", tmp_path / "o.onnx", "-o", tmp_path / "out"])
+    assert code == 0, text
+    shapes = {name: np.load(tmp_path / "out" / f"{name}.npy").shape for name in ("Y", "y_2", "y_3")}
+    assert shapes == {"Y": (1, 1, 4), "y_2": (1, 1, 3), "y_3": (1, 1, 5)}, text
+
+
 def test_run_a_model_with_a_node_the_evaluator_has_no_implementation_of(tmp_path, capsys):
     import onnx
     from onnx import TensorProto, helper

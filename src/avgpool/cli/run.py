@@ -51,17 +51,24 @@ def _output_files(directory: str, names: Sequence[str]) -> dict[str, str]:
     needed no change are served first, so they keep their file."""
     from .files import safe_member_name
 
+    files: dict[str, str] = {}
     taken: set[str] = set()
-    files = {}
+    for name in names:  # first every name that needs no change and has its file to itself
+        if safe_member_name(name, empty="output") == name and name.lower() not in taken:
+            taken.add(name.lower())
+            files[name] = name
+    # then the others, those that needed no change first, on files no output has taken: with Y and
+    # y_2 taken, y gets y_3, never a file named after another output
     for name in sorted(names, key=lambda name: safe_member_name(name, empty="output") != name):
-        stem = candidate = safe_member_name(name, empty="output")
-        number = 1
-        while candidate.lower() in taken:
-            number += 1
-            candidate = f"{stem}_{number}"
-        taken.add(candidate.lower())
-        files[name] = os.path.join(directory, candidate + ".npy")
-    return {name: files[name] for name in names}
+        if name not in files:
+            stem = candidate = safe_member_name(name, empty="output")
+            number = 1
+            while candidate.lower() in taken:
+                number += 1
+                candidate = f"{stem}_{number}"
+            taken.add(candidate.lower())
+            files[name] = candidate
+    return {name: os.path.join(directory, files[name] + ".npy") for name in names}
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -70,9 +77,12 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     from ..errors import AvgPoolError
 
     model = _load(args.model)
-    specs = {spec.name: spec for spec in avgpool_onnx.model_inputs(model)}
+    try:
+        specs = {spec.name: spec for spec in avgpool_onnx.model_inputs(model)}
+    except ValueError as err:  # an input that is not a typed tensor: nothing a .npy file can feed
+        raise UsageError(f"{args.model}: {err}") from None
     given = _given_inputs(args.input or (), specs)
-    opset = args.opset or avgpool_onnx.model_opset(model) or 22
+    opset = args.opset if args.opset is not None else avgpool_onnx.model_opset(model) or 22
     try:
         evaluator = avgpool_onnx.make_evaluator(model, opset=opset)
     except (AvgPoolError, DialectUnavailable):
@@ -177,7 +187,14 @@ def _check(args: argparse.Namespace, model: Any, feeds: dict[str, np.ndarray], n
 
     from .. import onnx as avgpool_onnx
 
-    expected = avgpool_onnx.onnxruntime_outputs(model, feeds, names)
+    try:
+        expected = avgpool_onnx.onnxruntime_outputs(model, feeds, names)
+    except ImportError:
+        raise
+    except Exception as err:  # noqa: BLE001 - onnxruntime refusing the model: no comparison, one line
+        print(f"avgpool run: --check: onnxruntime cannot run this model: {type(err).__name__}: "
+              f"{' '.join(str(err).split())}", file=sys.stderr)
+        return 1
     worst_ok = True
     for name, got, ref in zip(names, outputs, expected):
         abs_diff, rel_diff = avgpool_onnx.differences(ref, got)
