@@ -283,3 +283,17 @@ def test_a_prepared_pool_keeps_copies_of_its_lists():
     kernel[0], strides[0] = True, 1
     np.testing.assert_array_equal(pool(x1), expected1)
     np.testing.assert_array_equal(pool(x2), expected2)
+
+
+def test_qlinear_calls_with_the_default_scalars_and_with_others_get_their_own_results():
+    # as average_pool's: a call whose scalars are the defaults themselves is remembered without them
+    x = np.random.default_rng(4).integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)
+    calls = [dict(), dict(ceil_mode=True), dict(count_include_pad=1), dict(auto_pad="SAME_UPPER"),
+             dict(ceil_mode=0, count_include_pad=False, auto_pad="NOTSET", channels_last=0), dict(channels_last=1)]
+    for kwargs in calls * 2:  # the second round is answered from the memo
+        pads = None if "auto_pad" in kwargs and kwargs["auto_pad"] != "NOTSET" else [1, 0, 1, 0]
+        remembered = avgpool.qlinear_average_pool(x, 0.1, 3, 0.2, 5, [2, 2], strides=[2, 2], pads=pads, **kwargs)
+        expected = _fresh(avgpool.qlinear_average_pool, x, 0.1, 3, 0.2, 5, [2, 2], strides=[2, 2], pads=pads,
+                          **kwargs)
+        assert remembered.shape == expected.shape
+        np.testing.assert_array_equal(remembered, expected)

@@ -19,6 +19,7 @@ from .memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
 from .pools import PreparedPool
 
 _DTYPES = frozenset(dialect.DTYPES)
+_NOTSET = "NOTSET"  # auto_pad's default, the object itself (the memo key leaves it out)
 
 
 #: every argument but the data -> (prepared pool, kernel arguments), bounded as average_pool's calls
@@ -69,7 +70,7 @@ def _params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale: Any, y_ze
 
 def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
                          kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                         pads: Sequence[int] | None = None, auto_pad: str = "NOTSET",
+                         pads: Sequence[int] | None = None, auto_pad: str = _NOTSET,
                          ceil_mode: bool | int = False, count_include_pad: bool | int = False,
                          channels_last: bool | int = False, out: np.ndarray | None = None) -> np.ndarray:
     """onnxruntime's com.microsoft QLinearAveragePool, bit for bit.
@@ -135,8 +136,12 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     try:
         key = (x.shape, x.dtype, type(x_scale), x_scale, type(x_zero_point), x_zero_point, type(y_scale), y_scale,
                type(y_zero_point), y_zero_point, ints(kernel_shape), None if strides is None else ints(strides),
-               None if pads is None else ints(pads), auto_pad, type(ceil_mode), ceil_mode,
-               type(count_include_pad), count_include_pad, type(channels_last), channels_last)
+               None if pads is None else ints(pads))
+        if not (auto_pad is _NOTSET and ceil_mode is False and count_include_pad is False and channels_last is False):
+            # as average_pool's key: the defaults themselves need no place in it (a shorter key to
+            # build and hash for a call with lists written in it, which cannot be _KNOWN)
+            key += (type(auto_pad), auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad), count_include_pad,
+                    type(channels_last), channels_last)
         entry = _FIND(key)
     except (Unhashable, TypeError):
         key = entry = None
