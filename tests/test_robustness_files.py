@@ -483,3 +483,28 @@ def test_explain_pictures_refused_before_anything_is_written(tmp_path, capsys):
     code, text = run(["explain", "1x1x20000", "-k", "3", "--no-compare", "--png", tmp_path / "w.png"])
     assert code == 2 and text == "" and "the PNG would be" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
+
+
+def test_an_interrupt_during_the_clean_up_still_leaves_no_temporary_file(tmp_path, monkeypatch, capsys):
+    # a write fails; an interrupt then lands in replacing()'s clean-up before the temporary file is
+    # removed (as the interrupt machinery's re-sent one can): main() removes it once the command ends
+    np.save(tmp_path / "x.npy", np.ones((2, 1, 4, 4), np.float32))
+    _existing(tmp_path / "y.npy")
+
+    def failing_write(*args):
+        raise OSError(28, "No space left on device")
+
+    real_remove, calls = os.remove, []
+
+    def remove_interrupted_once(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        real_remove(path)
+
+    monkeypatch.setattr(avgpool.cli.files, "write_npy_batches", failing_write)
+    monkeypatch.setattr(avgpool.cli.files.os, "remove", remove_interrupted_once)
+    code, _ = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2"])
+    assert code == 130 and len(calls) == 2 and calls[0] == calls[1] and calls[0].endswith(".partial")
+    assert (tmp_path / "y.npy").read_bytes() == OLD
+    assert _listing(tmp_path) == ["x.npy", "y.npy"] and not avgpool.cli.files.PENDING

@@ -115,6 +115,9 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
             finally:
                 if handled:
                     INTERRUPTS.stop()
+                files = sys.modules.get(f"{__name__}.files")  # loaded if the command wrote anything
+                if files is not None:
+                    files.remove_pending()  # what an interrupt in its clean-up left
         except KeyboardInterrupt:  # the outputs are already cleaned up (files.replacing)
             code = None
         except Exception as err:  # noqa: BLE001 - _failure reports the user's errors and raises the others

@@ -327,6 +327,20 @@ def _new_file_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
+#: Temporary outputs being written: avgpool.cli's main() removes any still here once the command
+#: has ended (:func:`remove_pending`), as an interrupt can land in :func:`replacing`'s clean-up
+#: before its removal (the interrupt machinery sends one again a millisecond after a swallowed
+#: KeyboardInterrupt: tests/test_interrupts.py left the file behind in about one run in twenty).
+PENDING: set[str] = set()
+
+
+def remove_pending() -> None:
+    """Remove the temporary outputs an interrupted command left (:data:`PENDING`)."""
+    while PENDING:
+        with contextlib.suppress(OSError):
+            os.remove(PENDING.pop())
+
+
 def _check_regular(path: Any, target: str) -> None:
     """Refuse a target that exists and is not a regular file: renaming a new file over a device
     or a FIFO would delete it (a character device, /dev/full, became an SVG file)."""
@@ -360,6 +374,7 @@ def replacing(path: Any, *, commit: contextlib.AbstractContextManager[Any] | Non
     directory, name = os.path.split(target)
     # hidden, recognisably ours, and short enough for NAME_MAX whatever the target's length
     temporary = os.path.join(directory, f".{name[:100]}.{secrets.token_hex(8)}.partial")
+    PENDING.add(temporary)
     try:
         with open(temporary, "xb") as fp:
             yield fp
@@ -368,9 +383,11 @@ def replacing(path: Any, *, commit: contextlib.AbstractContextManager[Any] | Non
         os.chmod(temporary, _new_file_mode(target))
         with commit if commit is not None else contextlib.nullcontext():
             os.replace(temporary, target)
+        PENDING.discard(temporary)
     except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)  # by name: also when the interrupt came right after creating it
+        PENDING.discard(temporary)
         if isinstance(err, OSError):
             raise FileFormatError(f"{os.fspath(path)}: cannot write: {err.strerror or err}") from None
         raise
