@@ -133,9 +133,9 @@ class Interrupts:
         try:
             yield True
         finally:
+            self.phase = _DONE  # first: an interrupt from here on is ignored
             if takes_sigterm:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            self.phase = _DONE
             for timer in self.timers:  # none may interrupt the caller once main() has returned
                 timer.cancel()
                 timer.join()
