@@ -115,33 +115,40 @@ def _assert_interrupted(code: int, stderr: str, command: str) -> None:
     assert stderr.count("interrupted") == 1, stderr
 
 
+def _signal_mid_write(folder, suffix: str, signum: int, start, wait_for_temporary: bool) -> tuple[int, str, list]:
+    """``pool`` into an existing y{suffix}, held in its progress line (stderr is a full pipe) once
+    its temporary output exists (if ``wait_for_temporary``), then sent ``signum``: its exit code,
+    its stderr after the bytes that filled the pipe, and the folder's listing before."""
+    np.save(folder / "x.npy", np.random.default_rng(0).random((4, 1, 64, 64), np.float32))
+    target = folder / f"y{suffix}"
+    _existing(target)
+    before = _listing(folder)
+    read_end, write_end = _full_pipe()
+    child = subprocess.Popen(_cli("pool", "x.npy", target.name, "-k", "1,1", "--batch-size", "1", "--progress", "-q"),
+                             cwd=folder, stdout=subprocess.DEVNULL, stderr=write_end, preexec_fn=start)
+    os.close(write_end)
+    try:
+        def writing() -> bool:
+            return any(name.startswith(f".{target.name}.") for name in os.listdir(folder))
+
+        _interrupt_when_blocked(child, writing if wait_for_temporary else lambda: True, signum)
+    finally:
+        output = _drain(read_end)
+        code = child.wait(timeout=60)
+    return code, output.lstrip(b"\0").decode(), before
+
+
 @needs_proc
 @pytest.mark.parametrize("suffix", [".npy", ".npz"])
 def test_sigint_mid_write_keeps_the_old_file(tmp_path, suffix):
     """The child has opened its temporary output and written the first batch; it is then held in
     its progress line (stderr is a full pipe) while the signal arrives."""
-    np.save(tmp_path / "x.npy", np.random.default_rng(0).random((4, 1, 64, 64), np.float32))
-    target = tmp_path / f"y{suffix}"
-    _existing(target)
-    before = _listing(tmp_path)
-    read_end, write_end = _full_pipe()
-    child = subprocess.Popen(_cli("pool", "x.npy", target.name, "-k", "1,1", "--batch-size", "1", "--progress", "-q"),
-                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=write_end, preexec_fn=_sigint_default)
-    os.close(write_end)
-    try:
-        def writing() -> bool:
-            return any(name.startswith(f".{target.name}.") for name in os.listdir(tmp_path))
-
-        _interrupt_when_blocked(child, writing if suffix == ".npy" else lambda: True)
-    finally:
-        output = _drain(read_end)
-        code = child.wait(timeout=60)
-    stderr = output.lstrip(b"\0").decode()  # after the bytes that filled the pipe
+    code, stderr, before = _signal_mid_write(tmp_path, suffix, signal.SIGINT, _sigint_default, suffix == ".npy")
     _assert_interrupted(code, stderr, "pool")
     # (no check that the first progress line got out: the child is blocked writing it to the full
     # pipe when the signal lands, and the KeyboardInterrupt cuts that write short; for .npy the
     # temporary output existed by then, which is what makes this a mid-write interrupt)
-    assert target.read_bytes() == OLD
+    assert (tmp_path / f"y{suffix}").read_bytes() == OLD
     assert _listing(tmp_path) == before
 
 
@@ -155,26 +162,10 @@ def _sigint_ignored() -> None:
 def test_sigterm_mid_write_keeps_the_old_file_and_leaves_nothing(tmp_path, start):
     """SIGTERM (kill, timeout, a job scheduler's cancel) as Ctrl-C: the temporary output removed,
     the old file kept, exit 143; also for a background job, whose SIGINT is ignored."""
-    np.save(tmp_path / "x.npy", np.random.default_rng(0).random((4, 1, 64, 64), np.float32))
-    target = tmp_path / "y.npy"
-    _existing(target)
-    before = _listing(tmp_path)
-    read_end, write_end = _full_pipe()
-    child = subprocess.Popen(_cli("pool", "x.npy", target.name, "-k", "1,1", "--batch-size", "1", "--progress", "-q"),
-                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=write_end, preexec_fn=start)
-    os.close(write_end)
-    try:
-        def writing() -> bool:
-            return any(name.startswith(f".{target.name}.") for name in os.listdir(tmp_path))
-
-        _interrupt_when_blocked(child, writing, signal.SIGTERM)
-    finally:
-        output = _drain(read_end)
-        code = child.wait(timeout=60)
-    stderr = output.lstrip(b"\0").decode()
+    code, stderr, before = _signal_mid_write(tmp_path, ".npy", signal.SIGTERM, start, True)
     assert code == 143 and "Traceback" not in stderr, stderr
     assert stderr.splitlines()[-1] == "avgpool pool: terminated", stderr
-    assert target.read_bytes() == OLD
+    assert (tmp_path / "y.npy").read_bytes() == OLD
     assert _listing(tmp_path) == before
 
 
