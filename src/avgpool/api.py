@@ -132,12 +132,11 @@ _REPEATED: tuple = (None, None, None, None, None)
 
 
 def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilations: Any, *rest: Any) -> None:
-    """Keep a remembered call in _KNOWN, if its scalar arguments are immutable (its sequences are
-    lists or tuples of ints, or None: it has a key)."""
+    """Keep a call remembered in _CALLS in _KNOWN too: its key shows its scalars are immutable
+    (:func:`.memo.plain`) and its sequences lists or tuples of ints, or None."""
     *scalars, prepared, label = rest
-    if plain(scalars):
-        sequences = (kernel_shape, strides, pads, dilations)
-        _KNOWN.put(id(kernel_shape), (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label))
+    sequences = (kernel_shape, strides, pads, dilations)
+    _KNOWN.put(id(kernel_shape), (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label))
 
 
 @on_clear

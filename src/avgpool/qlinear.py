@@ -310,12 +310,11 @@ def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -
 
 
 def _remember(x: np.ndarray, *args: Any) -> None:
-    """Keep a call remembered in _CALLS in _KNOWN (see there), if its scalars are immutable (the
-    sequences have a key: lists or tuples of ints, or None)."""
-    scalars, (kernel_shape, strides, pads), (prepared, kernel_args) = args[:4] + args[7:11], args[4:7], args[11:]
-    if plain(scalars):
-        _KNOWN.put(id(kernel_shape), (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
-                                      same_items((kernel_shape, strides, pads)), prepared, kernel_args))
+    """Keep a call remembered in _CALLS in _KNOWN too (see there): its key shows its scalars are
+    immutable (:func:`.memo.plain`) and its sequences lists or tuples of ints, or None."""
+    kernel_shape, strides, pads = args[4:7]
+    _KNOWN.put(id(kernel_shape), (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
+                                  same_items((kernel_shape, strides, pads)), *args[11:]))
 
 
 def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
