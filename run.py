@@ -39,8 +39,10 @@ def ensure_environment(extra: str) -> None:
     print(f"run.py: installing avgpool{f'[{extra}]' if extra else ''} into {VENV} (first run only) ...", flush=True)
     # --no-compile, then compile_packages(): pip byte-compiles one file at a time, the packages'
     # own test folders too (numba's alone is thousands of files)
-    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-                    "-e", target], check=True)
+    subprocess.run(
+        [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile", "-e", target],
+        check=True,
+    )
     compile_packages()
     stamp.touch()
 
@@ -54,10 +56,17 @@ def compile_packages() -> None:
     and the test suite starts dozens of processes. compileall writes the .pyc files either way
     (8 s on two cores).
     """
-    purelib = subprocess.run([str(PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    subprocess.run([str(PYTHON), "-m", "compileall", "-q", "-j", "0", "-x", r"[/\\]tests?[/\\]", purelib,
-                    str(ROOT / "src")], check=False, stdout=subprocess.DEVNULL)  # a file that fails only runs slower
+    purelib = subprocess.run(
+        [str(PYTHON), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    subprocess.run(
+        [str(PYTHON), "-m", "compileall", "-q", "-j", "0", "-x", r"[/\\]tests?[/\\]", purelib, str(ROOT / "src")],
+        check=False,
+        stdout=subprocess.DEVNULL,
+    )  # a file that fails only runs slower
 
 
 def main(argv: list[str]) -> int:

@@ -33,10 +33,10 @@ import numpy as np
 import avgpool
 
 HERE = Path(__file__).resolve().parent
-THREADS = 2                      # threads per runtime: the reference machine has 2 cores
-PAUSE_S = 0.05                   # onnxruntime's workers spin ~40 ms after a call, torch's ~10 ms
+THREADS = 2  # threads per runtime: the reference machine has 2 cores
+PAUSE_S = 0.05  # onnxruntime's workers spin ~40 ms after a call, torch's ~10 ms
 MIB = 1 << 20
-LARGE_BYTES = 16 * MIB           # "large tensor" threshold of the copy-speed target (input bytes)
+LARGE_BYTES = 16 * MIB  # "large tensor" threshold of the copy-speed target (input bytes)
 PEERS = ("onnxruntime", "openvino", "torch")
 BENCH_EXTRA = "pip install 'avgpool[bench]'"
 
@@ -45,16 +45,17 @@ BENCH_EXTRA = "pip install 'avgpool[bench]'"
 # Workloads
 # --------------------------------------------------------------------------------------------- #
 
+
 @dataclass(frozen=True)
 class Workload:
     """One AveragePool call: input shape (in ``layout``), ONNX attributes, dtype."""
 
     name: str
     shape: tuple[int, ...]
-    attrs: dict[str, Any]        # ONNX attributes: kernel_shape, strides, pads, count_include_pad, ...
+    attrs: dict[str, Any]  # ONNX attributes: kernel_shape, strides, pads, count_include_pad, ...
     dtype: str = "float32"
-    layout: str = "NCX"          # "NXC": avgpool gets N, X..., C; peers see it as NCX (see runners)
-    group: str = "table"         # "table" (perf-targets rows), "node" (model nodes), "nhwc node" (the same
+    layout: str = "NCX"  # "NXC": avgpool gets N, X..., C; peers see it as NCX (see runners)
+    group: str = "table"  # "table" (perf-targets rows), "node" (model nodes), "nhwc node" (the same
     #                              channels-last) or "scaling" (kernel series)
     note: str = ""
     sources: tuple[str, ...] = ()  # "node" rows: every model node that makes this call
@@ -127,12 +128,16 @@ def workloads(messages: list[str] | None = None) -> list[Workload]:
         Workload("densenet121 2x2 s2", (1, 128, 56, 56), k2s2),
         Workload("densenet121 global 7x7", (1, 1024, 7, 7), {"kernel_shape": [7, 7]}),
         Workload("inception_v2 3x3 s1 p1", (1, 192, 28, 28), k3p1, note="count_include_pad=0"),
-        Workload("inception_v1 7x7 pads [0,0,1,1]", (1, 1024, 6, 6),
-                 {"kernel_shape": [7, 7], "pads": [0, 0, 1, 1]},
-                 note="k7 s1, pads end 1: 6+1-7+1 = 1x1 output, 36 valid taps"),
+        Workload(
+            "inception_v1 7x7 pads [0,0,1,1]",
+            (1, 1024, 6, 6),
+            {"kernel_shape": [7, 7], "pads": [0, 0, 1, 1]},
+            note="k7 s1, pads end 1: 6+1-7+1 = 1x1 output, 36 valid taps",
+        ),
         Workload("resnet50 global 7x7", (1, 2048, 7, 7), {"kernel_shape": [7, 7]}),
-        Workload("shufflenet 3x3 s2 p1", (1, 24, 56, 56),
-                 {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        Workload(
+            "shufflenet 3x3 s2 p1", (1, 24, 56, 56), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+        ),
         Workload("squeezenet global 13x13", (1, 1000, 13, 13), {"kernel_shape": [13, 13]}),
         Workload("densenet transition b32", (32, 128, 56, 56), k2s2),
         Workload("inception 3x3 s1 p1 b32", (32, 192, 28, 28), k3p1),
@@ -140,13 +145,17 @@ def workloads(messages: list[str] | None = None) -> list[Workload]:
         Workload("volume 3-D k2 s2", (1, 32, 64, 64, 64), {"kernel_shape": [2, 2, 2], "strides": [2, 2, 2]}),
         Workload("volume 3-D k3 s1 p1", (1, 32, 64, 64, 64), {"kernel_shape": [3, 3, 3], "pads": [1] * 6}),
         Workload("large kernel k15 p7", (1, 16, 512, 512), _same(15)),
-        Workload("NHWC 3x3 s1 p1", (8, 112, 112, 64), k3p1, layout="NXC",
-                 note="onnxruntime/OpenVINO on an NCHW copy, torch channels_last"),
+        Workload(
+            "NHWC 3x3 s1 p1",
+            (8, 112, 112, 64),
+            k3p1,
+            layout="NXC",
+            note="onnxruntime/OpenVINO on an NCHW copy, torch channels_last",
+        ),
         Workload("float16 inception 3x3 b32", (32, 192, 28, 28), k3p1, dtype="float16"),
         Workload("tiny 1x1x4x4 k2", (1, 1, 4, 4), {"kernel_shape": [2, 2]}, note="per-call overhead"),
     ]
-    series = [Workload(f"kernel scaling k{k}", (1, 16, 256, 256), _same(k), group="scaling")
-              for k in range(1, 32, 2)]
+    series = [Workload(f"kernel scaling k{k}", (1, 16, 256, 256), _same(k), group="scaling") for k in range(1, 32, 2)]
     nodes, why = node_workloads()
     if messages is not None:
         messages.extend(why)
@@ -157,6 +166,7 @@ def workloads(messages: list[str] | None = None) -> list[Workload]:
 # Runners: one ready-to-call closure per implementation
 # --------------------------------------------------------------------------------------------- #
 
+
 class Skip(Exception):
     """A peer that cannot run this workload (or is not installed); the message says why."""
 
@@ -164,8 +174,8 @@ class Skip(Exception):
 @dataclass
 class Runner:
     name: str
-    call: Callable[[], object]               # one pooling call on preallocated buffers
-    result: Callable[[], np.ndarray]         # the last output, NCX layout (None for "copy")
+    call: Callable[[], object]  # one pooling call on preallocated buffers
+    result: Callable[[], np.ndarray]  # the last output, NCX layout (None for "copy")
     note: str = ""
     # buffers a runtime reads or writes through a raw pointer (OrtValue, ov.Tensor(shared_memory=True)
     # do not own them): they must outlive the runner, or the runtime reads freed memory
@@ -205,7 +215,7 @@ def avgpool_runner(w: Workload, x: np.ndarray) -> Runner:
     return Runner("avgpool", call, lambda: to_ncx(w, out), note="AveragePool prepared, out= preallocated")
 
 
-FUNCTION = "average_pool"        # the plain-function runner's name (its key in the JSON's median_s)
+FUNCTION = "average_pool"  # the plain-function runner's name (its key in the JSON's median_s)
 
 
 def function_runner(w: Workload, x: np.ndarray) -> Runner:
@@ -260,9 +270,12 @@ def onnxruntime_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...
 
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(w.dtype))
     node = helper.make_node("AveragePool", ["X"], ["Y"], **w.attrs)
-    graph = helper.make_graph([node], "avgpool_bench",
-                              [helper.make_tensor_value_info("X", elem, list(x_ncx.shape))],
-                              [helper.make_tensor_value_info("Y", elem, list(out_shape))])
+    graph = helper.make_graph(
+        [node],
+        "avgpool_bench",
+        [helper.make_tensor_value_info("X", elem, list(x_ncx.shape))],
+        [helper.make_tensor_value_info("Y", elem, list(out_shape))],
+    )
     options = ort.SessionOptions()
     options.intra_op_num_threads = THREADS
     options.inter_op_num_threads = 1
@@ -299,9 +312,11 @@ def openvino_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...]) 
     ov = _import("openvino")
     try:
         import openvino.opset16 as ops
+
         version = 16
     except ImportError:
         import openvino.opset14 as ops
+
         version = 14
     rank = w.rank
     pads = w.attr("pads")
@@ -316,14 +331,19 @@ def openvino_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...]) 
     if w.attrs.get("auto_pad", "NOTSET") != "NOTSET":
         raise Skip("auto_pad is not mapped; use explicit pads")
     param = ops.parameter(list(x_ncx.shape), np.dtype(w.dtype), name="X")
-    pool = ops.avg_pool(param, strides=w.attr("strides"), pads_begin=pads[:rank], pads_end=pads[rank:],
-                        kernel_shape=list(w.attrs["kernel_shape"]),
-                        exclude_pad=not bool(w.attrs.get("count_include_pad", 0)),
-                        # ONNX ceil_mode (opset >= 10) has the drop rule: OpenVINO's ceil_torch
-                        rounding_type="ceil_torch" if w.attrs.get("ceil_mode", 0) else "floor", **kwargs)
+    pool = ops.avg_pool(
+        param,
+        strides=w.attr("strides"),
+        pads_begin=pads[:rank],
+        pads_end=pads[rank:],
+        kernel_shape=list(w.attrs["kernel_shape"]),
+        exclude_pad=not bool(w.attrs.get("count_include_pad", 0)),
+        # ONNX ceil_mode (opset >= 10) has the drop rule: OpenVINO's ceil_torch
+        rounding_type="ceil_torch" if w.attrs.get("ceil_mode", 0) else "floor",
+        **kwargs,
+    )
     model = ov.Model([pool], [param], "avgpool_bench")
-    config = {ov.properties.inference_num_threads: THREADS,
-              ov.properties.hint.inference_precision: ov.Type.f32}
+    config = {ov.properties.inference_num_threads: THREADS, ov.properties.hint.inference_precision: ov.Type.f32}
     compiled = ov.Core().compile_model(model, "CPU", config)
     request = compiled.create_infer_request()
     x_in = np.ascontiguousarray(x_ncx)
@@ -362,8 +382,7 @@ def torch_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...]) -> 
         raise Skip(f"padding {sym} exceeds half the kernel {kernel} (torch limit)")
     if any((p - b) % s for p, b, s in zip(sym, pads[:rank], strides)):
         raise Skip("asymmetric pads not reachable by cropping at this stride")
-    crop = tuple(slice((p - b) // s, (p - b) // s + n)
-                 for p, b, s, n in zip(sym, pads[:rank], strides, out_shape[2:]))
+    crop = tuple(slice((p - b) // s, (p - b) // s + n) for p, b, s, n in zip(sym, pads[:rank], strides, out_shape[2:]))
 
     # a view of the workload's own buffer: channels_last strides for the NXC row
     xt = torch.from_numpy(x_ncx)
@@ -372,7 +391,7 @@ def torch_runner(w: Workload, x_ncx: np.ndarray, out_shape: tuple[int, ...]) -> 
     y = torch.empty([*x_ncx.shape[:2], *full], dtype=xt.dtype).contiguous(memory_format=memory_format)
     op = {1: torch.ops.aten.avg_pool1d.out, 2: torch.ops.aten.avg_pool2d.out, 3: torch.ops.aten.avg_pool3d.out}[rank]
     cip = bool(w.attrs.get("count_include_pad", 0))
-    extra = () if rank == 1 else (None,)     # divisor_override (2-D/3-D only)
+    extra = () if rank == 1 else (None,)  # divisor_override (2-D/3-D only)
 
     def call():
         op(xt, kernel, strides, sym, False, cip, *extra, out=y)
@@ -392,9 +411,10 @@ BUILDERS = {"onnxruntime": onnxruntime_runner, "openvino": openvino_runner, "tor
 # Timing
 # --------------------------------------------------------------------------------------------- #
 
+
 def calls_per_batch(call: Callable[[], object], budget_s: float) -> int:
     """Warm up ``call`` and return how many calls make a batch of about ``budget_s`` seconds."""
-    call()                                    # first call: JIT, plan caches, memory first touch
+    call()  # first call: JIT, plan caches, memory first touch
     n, elapsed = 1, 0.0
     while True:
         t0 = time.perf_counter()
@@ -411,8 +431,9 @@ def calls_per_batch(call: Callable[[], object], budget_s: float) -> int:
 SLICES = 8
 
 
-def measure(runners: list[Runner], rounds: int, budget_s: float,
-            together: Sequence[str] = ()) -> dict[str, list[float]]:
+def measure(
+    runners: list[Runner], rounds: int, budget_s: float, together: Sequence[str] = ()
+) -> dict[str, list[float]]:
     """Per-call seconds for each runner, one sample per round; runners interleaved, order rotated.
 
     The runners named in ``together`` (avgpool's own ways of making one call, whose ratios to
@@ -431,7 +452,7 @@ def measure(runners: list[Runner], rounds: int, budget_s: float,
         slots.insert(0, group)
     samples: dict[str, list[float]] = {r.name: [] for r in runners}
     for i in range(rounds):
-        for slot in slots[i % len(slots):] + slots[:i % len(slots)]:
+        for slot in slots[i % len(slots) :] + slots[: i % len(slots)]:
             time.sleep(PAUSE_S)
             if len(slot) == 1:
                 n, call = batches[slot[0].name], slot[0].call
@@ -491,10 +512,11 @@ def check_outputs(w: Workload, runners: list[Runner]) -> list[str]:
 # One workload end to end
 # --------------------------------------------------------------------------------------------- #
 
+
 @dataclass
 class Result:
     workload: Workload
-    times: dict[str, float]                          # median seconds per call
+    times: dict[str, float]  # median seconds per call
     samples: dict[str, list[float]]
     notes: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -562,6 +584,7 @@ def run_workload(w: Workload, peers: list[str], rounds: int, budget_s: float) ->
 # Report
 # --------------------------------------------------------------------------------------------- #
 
+
 def fmt_time(s: float | None) -> str:
     if s is None:
         return "-"
@@ -578,16 +601,37 @@ def fmt_ratio(r: float | None) -> str:
 
 # "avgpool" is the prepared pool with out=, "function" avgpool.average_pool(x, **attrs, out=out);
 # ratio / fn ratio = each of them / the fastest peer; fn/prep = function / prepared
-COLUMNS = ["workload", "avgpool", "function", "fn/prep", "lit/prep", *PEERS, "best peer", "ratio", "fn ratio", "copy",
-           "copy share"]
+COLUMNS = [
+    "workload",
+    "avgpool",
+    "function",
+    "fn/prep",
+    "lit/prep",
+    *PEERS,
+    "best peer",
+    "ratio",
+    "fn ratio",
+    "copy",
+    "copy share",
+]
 NAME_WIDTH = 50
 
 
 def row(res: Result) -> list[str]:
     t = res.times
-    return [res.workload.name, fmt_time(t["avgpool"]), fmt_time(t.get(FUNCTION)), fmt_ratio(res.fn_over_prepared),
-            fmt_ratio(res.literal_over_prepared), *(fmt_time(t.get(p)) for p in PEERS), res.best_peer or "-",
-            fmt_ratio(res.ratio), fmt_ratio(res.fn_ratio), fmt_time(t["copy"]), f"{res.copy_share:.0%}"]
+    return [
+        res.workload.name,
+        fmt_time(t["avgpool"]),
+        fmt_time(t.get(FUNCTION)),
+        fmt_ratio(res.fn_over_prepared),
+        fmt_ratio(res.literal_over_prepared),
+        *(fmt_time(t.get(p)) for p in PEERS),
+        res.best_peer or "-",
+        fmt_ratio(res.ratio),
+        fmt_ratio(res.fn_ratio),
+        fmt_time(t["copy"]),
+        f"{res.copy_share:.0%}",
+    ]
 
 
 def print_header() -> None:
@@ -626,8 +670,13 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
         g = None
 
     # the prepared pool (out=) and the plain function, each against the fastest peer, per row group
-    groups = (("table", "table rows"), ("node", "model-node rows"), ("nhwc node", "NHWC model nodes"),
-              ("scaling", "kernel-series rows"), (None, "rows in all"))
+    groups = (
+        ("table", "table rows"),
+        ("node", "model-node rows"),
+        ("nhwc node", "NHWC model nodes"),
+        ("scaling", "kernel-series rows"),
+        (None, "rows in all"),
+    )
     present = {r.workload.group for r in every}
     for kind, label in (("prepared", "prepared pool"), ("function", "function     ")):
         summary[kind] = {}
@@ -637,17 +686,25 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
             rows_ = [r for r in rows_ if value(r) is not None]
             if not rows_:
                 continue
-            quiet = group is None and len(present) == 1     # "all" repeats the only group: no line
+            quiet = group is None and len(present) == 1  # "all" repeats the only group: no line
             worst_row = max(rows_, key=value)
             gm = geomean([value(r) for r in rows_])
-            summary[kind][group or "all"] = {"rows": len(rows_), "geomean": gm, "worst": value(worst_row),
-                                             "worst_row": worst_row.workload.name}
+            summary[kind][group or "all"] = {
+                "rows": len(rows_),
+                "geomean": gm,
+                "worst": value(worst_row),
+                "worst_row": worst_row.workload.name,
+            }
             if not quiet:
-                lines.append(f"{label} / fastest peer, {len(rows_):>2} {text:<18}: geometric mean {gm:.2f}, "
-                             f"worst {value(worst_row):.2f} ({worst_row.workload.name})")
+                lines.append(
+                    f"{label} / fastest peer, {len(rows_):>2} {text:<18}: geometric mean {gm:.2f}, "
+                    f"worst {value(worst_row):.2f} ({worst_row.workload.name})"
+                )
     # each way of calling the function against the prepared pool: same objects, literal lists
-    calls = (("fn_over_prepared", "function", "function / prepared"),
-             ("literal_over_prepared", "literal", "function, literal lists / prepared"))
+    calls = (
+        ("fn_over_prepared", "function", "function / prepared"),
+        ("literal_over_prepared", "literal", "function, literal lists / prepared"),
+    )
     for key, _, text in calls:
         paired = [r for r in results if getattr(r, key) is not None]
         if not paired:
@@ -657,16 +714,23 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
         worst_fp = max(paired, key=lambda r: getattr(r, key))
         worst_node = max(nodes, key=lambda r: getattr(r, key), default=None)
         summary[key] = {
-            "geomean": geomean([getattr(r, key) for r in paired]), "worst": getattr(worst_fp, key),
-            "worst_row": worst_fp.workload.name, "rows": len(paired), "within_10pct": len(paired) - len(slow),
-            "over_10pct": [r.workload.name for r in slow], "nodes": len(nodes),
+            "geomean": geomean([getattr(r, key) for r in paired]),
+            "worst": getattr(worst_fp, key),
+            "worst_row": worst_fp.workload.name,
+            "rows": len(paired),
+            "within_10pct": len(paired) - len(slow),
+            "over_10pct": [r.workload.name for r in slow],
+            "nodes": len(nodes),
             "nodes_within_10pct": sum(getattr(r, key) <= 1.10 for r in nodes),
             "worst_node": None if worst_node is None else getattr(worst_node, key),
-            "worst_node_row": None if worst_node is None else worst_node.workload.name}
-        lines.append(f"{text}: geometric mean {summary[key]['geomean']:.2f} over {len(paired)} rows, worst "
-                     f"{getattr(worst_fp, key):.2f} ({worst_fp.workload.name}); within 10%: "
-                     f"{len(paired) - len(slow)}/{len(paired)} rows"
-                     + (f", {summary[key]['nodes_within_10pct']}/{len(nodes)} model nodes" if nodes else ""))
+            "worst_node_row": None if worst_node is None else worst_node.workload.name,
+        }
+        lines.append(
+            f"{text}: geometric mean {summary[key]['geomean']:.2f} over {len(paired)} rows, worst "
+            f"{getattr(worst_fp, key):.2f} ({worst_fp.workload.name}); within 10%: "
+            f"{len(paired) - len(slow)}/{len(paired)} rows"
+            + (f", {summary[key]['nodes_within_10pct']}/{len(nodes)} model nodes" if nodes else "")
+        )
 
     series = {r.workload.attrs["kernel_shape"][0]: r for r in results if r.workload.group == "scaling"}
     k31_k1 = {}
@@ -674,32 +738,44 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
         for name in ("avgpool", *PEERS):
             if name in series[1].times and name in series[31].times:
                 k31_k1[name] = series[31].times[name] / series[1].times[name]
-        lines.append("time at kernel 31 / time at kernel 1: "
-                     + ", ".join(f"{k} {v:.1f}x" for k, v in k31_k1.items()))
+        lines.append("time at kernel 31 / time at kernel 1: " + ", ".join(f"{k} {v:.1f}x" for k, v in k31_k1.items()))
     summary["k31_over_k1"] = k31_k1
 
     lines.append("")
     worst = max(targeted, key=lambda r: r.ratio, default=None)
-    target("every_ratio", all(r.ratio <= 1.0 for r in targeted) if targeted else None,
-           f"every ratio <= 1.0 ({len(targeted)} table rows and kernel series"
-           + (f"; worst {worst.ratio:.2f} on {worst.workload.name})" if worst else ")"))
-    target("geomean", None if g is None else g <= 0.7, "geometric mean of the ratios <= 0.7"
-           + ("" if g is None else f" ({g:.2f})"))
+    target(
+        "every_ratio",
+        all(r.ratio <= 1.0 for r in targeted) if targeted else None,
+        f"every ratio <= 1.0 ({len(targeted)} table rows and kernel series"
+        + (f"; worst {worst.ratio:.2f} on {worst.workload.name})" if worst else ")"),
+    )
+    target(
+        "geomean",
+        None if g is None else g <= 0.7,
+        "geometric mean of the ratios <= 0.7" + ("" if g is None else f" ({g:.2f})"),
+    )
     k = k31_k1.get("avgpool")
-    target("flat_kernel", None if k is None else k <= 1.5, "avgpool k31/k1 <= 1.5"
-           + ("" if k is None else f" ({k:.2f})"))
+    target(
+        "flat_kernel", None if k is None else k <= 1.5, "avgpool k31/k1 <= 1.5" + ("" if k is None else f" ({k:.2f})")
+    )
     large = [r for r in results if r.input_bytes >= LARGE_BYTES]
     low = [r for r in large if r.copy_share < 0.5]
-    target("copy_speed", all(r.copy_share >= 0.5 for r in large) if large else None,
-           f"tensors >= 16 MiB reach >= 50% of copy speed ({len(large) - len(low)}/{len(large)}"
-           + (f"; lowest {min(r.copy_share for r in large):.0%})" if large else ")"))
+    target(
+        "copy_speed",
+        all(r.copy_share >= 0.5 for r in large) if large else None,
+        f"tensors >= 16 MiB reach >= 50% of copy speed ({len(large) - len(low)}/{len(large)}"
+        + (f"; lowest {min(r.copy_share for r in large):.0%})" if large else ")"),
+    )
     tiny = next((r for r in results if r.workload.name.startswith("tiny")), None)
     ok = None
     if tiny is not None and "onnxruntime" in tiny.times:
         ok = tiny.times["avgpool"] <= tiny.times["onnxruntime"]
-    target("tiny", ok, "tiny case <= onnxruntime IOBinding"
-           + (f" ({fmt_time(tiny.times['avgpool'])} vs {fmt_time(tiny.times['onnxruntime'])})"
-              if ok is not None else ""))
+    target(
+        "tiny",
+        ok,
+        "tiny case <= onnxruntime IOBinding"
+        + (f" ({fmt_time(tiny.times['avgpool'])} vs {fmt_time(tiny.times['onnxruntime'])})" if ok is not None else ""),
+    )
 
     # issue 20: the model nodes and the plain function
     lines.append("")
@@ -707,28 +783,53 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
         fp = summary.get(key)
         if fp is None:
             continue
-        target(f"{name}_within_10pct_nodes", None if not fp["nodes"] else fp["nodes_within_10pct"] == fp["nodes"],
-               f"{text} within 10% on every model node"
-               + (f" ({fp['nodes_within_10pct']}/{fp['nodes']}; worst {fp['worst_node']:.2f} on "
-                  f"{fp['worst_node_row']})" if fp["nodes"] else ""))
-        target(f"{name}_within_10pct", not fp["over_10pct"], f"{text} within 10% on every row"
-               f" ({fp['within_10pct']}/{fp['rows']}; worst {fp['worst']:.2f} on {fp['worst_row']})")
+        target(
+            f"{name}_within_10pct_nodes",
+            None if not fp["nodes"] else fp["nodes_within_10pct"] == fp["nodes"],
+            f"{text} within 10% on every model node"
+            + (
+                f" ({fp['nodes_within_10pct']}/{fp['nodes']}; worst {fp['worst_node']:.2f} on {fp['worst_node_row']})"
+                if fp["nodes"]
+                else ""
+            ),
+        )
+        target(
+            f"{name}_within_10pct",
+            not fp["over_10pct"],
+            f"{text} within 10% on every row"
+            f" ({fp['within_10pct']}/{fp['rows']}; worst {fp['worst']:.2f} on {fp['worst_row']})",
+        )
     for kind in ("prepared", "function"):
         node_stats = summary[kind].get("node")
-        target(f"{kind}_nodes_geomean", None if node_stats is None else node_stats["geomean"] <= 0.6,
-               f"model nodes, {kind}: geometric mean of the ratios <= 0.6"
-               + ("" if node_stats is None else f" ({node_stats['geomean']:.2f})"))
+        target(
+            f"{kind}_nodes_geomean",
+            None if node_stats is None else node_stats["geomean"] <= 0.6,
+            f"model nodes, {kind}: geometric mean of the ratios <= 0.6"
+            + ("" if node_stats is None else f" ({node_stats['geomean']:.2f})"),
+        )
         all_stats = summary[kind].get("all")
-        target(f"{kind}_every_ratio", None if all_stats is None else all_stats["worst"] <= 1.0,
-               f"{kind}: no row above 1.0 the fastest peer"
-               + ("" if all_stats is None else
-                  f" (all {all_stats['rows']} rows; worst {all_stats['worst']:.2f} on {all_stats['worst_row']})"))
+        target(
+            f"{kind}_every_ratio",
+            None if all_stats is None else all_stats["worst"] <= 1.0,
+            f"{kind}: no row above 1.0 the fastest peer"
+            + (
+                ""
+                if all_stats is None
+                else f" (all {all_stats['rows']} rows; worst {all_stats['worst']:.2f} on {all_stats['worst_row']})"
+            ),
+        )
     return lines, summary
 
 
 def environment() -> dict[str, Any]:
-    env = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
-           "threads_per_runtime": THREADS, "numpy": np.__version__, "avgpool": avgpool.__version__}
+    env = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "threads_per_runtime": THREADS,
+        "numpy": np.__version__,
+        "avgpool": avgpool.__version__,
+    }
     for module in ("onnxruntime", "openvino", "torch", "numba"):
         try:
             env[module] = __import__(module).__version__
@@ -738,36 +839,59 @@ def environment() -> dict[str, Any]:
 
 
 def write_markdown(path: Path, results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> None:
-    lines = [(f"Median time per call, {env['threads_per_runtime']} threads per runtime, "
-             f"onnxruntime {env['onnxruntime']}, OpenVINO {env['openvino']}, torch {env['torch']}, "
-             f"numpy {env['numpy']}, {env['cpus']} CPUs. "
-             "avgpool = prepared AveragePool with out=, function = avgpool.average_pool(x, **attrs, out=out); "
-             "ratio = avgpool / fastest peer, fn ratio = function / fastest peer, fn/prep = function / avgpool, "
-             "each the median over rounds of the two times in one round; copy share = copy time / avgpool time."), "",
-             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines = [
+        (
+            f"Median time per call, {env['threads_per_runtime']} threads per runtime, "
+            f"onnxruntime {env['onnxruntime']}, OpenVINO {env['openvino']}, torch {env['torch']}, "
+            f"numpy {env['numpy']}, {env['cpus']} CPUs. "
+            "avgpool = prepared AveragePool with out=, function = avgpool.average_pool(x, **attrs, out=out); "
+            "ratio = avgpool / fastest peer, fn ratio = function / fastest peer, fn/prep = function / avgpool, "
+            "each the median over rounds of the two times in one round; copy share = copy time / avgpool time."
+        ),
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
     lines += ["| " + " | ".join(row(r)) + " |" for r in results]
     lines += ["", "```", *summary_lines, "```", ""]
     path.write_text("\n".join(lines))
 
 
 def write_json(path: Path, results: list[Result], summary: dict[str, Any], env: dict[str, Any], args) -> None:
-    data = {"environment": env, "settings": {"rounds": args.rounds, "batch_ms": args.batch_ms},
-            "summary": summary,
-            "results": [{"workload": dataclasses.asdict(r.workload), "median_s": r.times, "samples_s": r.samples,
-                         "best_peer": r.best_peer, "ratio": r.ratio, "fn_ratio": r.fn_ratio,
-                         "fn_over_prepared": r.fn_over_prepared,
-                         "literal_over_prepared": r.literal_over_prepared, "copy_share": r.copy_share,
-                         "notes": r.notes, "skipped": r.skipped, "warnings": r.warnings} for r in results]}
+    data = {
+        "environment": env,
+        "settings": {"rounds": args.rounds, "batch_ms": args.batch_ms},
+        "summary": summary,
+        "results": [
+            {
+                "workload": dataclasses.asdict(r.workload),
+                "median_s": r.times,
+                "samples_s": r.samples,
+                "best_peer": r.best_peer,
+                "ratio": r.ratio,
+                "fn_ratio": r.fn_ratio,
+                "fn_over_prepared": r.fn_over_prepared,
+                "literal_over_prepared": r.literal_over_prepared,
+                "copy_share": r.copy_share,
+                "notes": r.notes,
+                "skipped": r.skipped,
+                "warnings": r.warnings,
+            }
+            for r in results
+        ],
+    }
     path.write_text(json.dumps(data, indent=1))
 
 
 def plot_scaling(path: Path, results: list[Result]) -> bool:
-    series = sorted((r for r in results if r.workload.group == "scaling"),
-                    key=lambda r: r.workload.attrs["kernel_shape"][0])
+    series = sorted(
+        (r for r in results if r.workload.group == "scaling"), key=lambda r: r.workload.attrs["kernel_shape"][0]
+    )
     if len(series) < 2:
         return False
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -778,11 +902,21 @@ def plot_scaling(path: Path, results: list[Result]) -> bool:
         pts = [(r.workload.attrs["kernel_shape"][0], r.times[name]) for r in series if name in r.times]
         if pts:
             ks, ts = zip(*pts)
-            ax.plot(ks, [t * 1e3 for t in ts], "o-" if name != "copy" else "--", label=name,
-                    linewidth=2.5 if name == "avgpool" else 1.2, color="gray" if name == "copy" else None)
+            ax.plot(
+                ks,
+                [t * 1e3 for t in ts],
+                "o-" if name != "copy" else "--",
+                label=name,
+                linewidth=2.5 if name == "avgpool" else 1.2,
+                color="gray" if name == "copy" else None,
+            )
     shape = "x".join(map(str, series[0].workload.shape))
-    ax.set(yscale="log", xlabel="kernel size k (k x k, stride 1, pads k//2)", ylabel="median time per call (ms)",
-           title=f"AveragePool {shape} float32, {THREADS} threads")
+    ax.set(
+        yscale="log",
+        xlabel="kernel size k (k x k, stride 1, pads k//2)",
+        ylabel="median time per call (ms)",
+        title=f"AveragePool {shape} float32, {THREADS} threads",
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -793,9 +927,11 @@ def plot_scaling(path: Path, results: list[Result]) -> bool:
 
 # --------------------------------------------------------------------------------------------- #
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--quick", action="store_true", help="3 rounds of ~5 ms batches (a smoke run)")
     p.add_argument("--only", metavar="SUBSTRING", help="only workloads whose name contains SUBSTRING")
     p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated peers (default: {','.join(PEERS)})")
@@ -803,8 +939,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-ms", type=float, help="minimum duration of one timed batch (default 20, --quick 5)")
     p.add_argument("--json", type=Path, metavar="PATH", help="write every result and sample as JSON")
     p.add_argument("--markdown", type=Path, metavar="PATH", help="write the results table as markdown")
-    p.add_argument("--plot", metavar="PATH", default=str(HERE / "kernel_scaling.png"),
-                   help="PNG of time vs kernel size (default benchmarks/kernel_scaling.png; '' for none)")
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        default=str(HERE / "kernel_scaling.png"),
+        help="PNG of time vs kernel size (default benchmarks/kernel_scaling.png; '' for none)",
+    )
     args = p.parse_args(argv)
     args.rounds = args.rounds or (3 if args.quick else 7)
     args.batch_ms = args.batch_ms or (5.0 if args.quick else 20.0)
@@ -830,16 +970,20 @@ def main(argv: list[str] | None = None) -> int:
     print("avgpool benchmark: " + ", ".join(f"{k} {v}" for k, v in env.items()))
     for msg in messages:
         print(f"NOTE: {msg}")
-    print(f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms, {PAUSE_S * 1e3:g} ms pause between peers; "
-          "times are medians per call; avgpool = prepared AveragePool with out=, function = "
-          "avgpool.average_pool(x, **attrs, out=out); ratio = avgpool / fastest peer, "
-          "fn ratio = function / fastest peer, "
-          "fn/prep = function / avgpool (ratios: the median over rounds of the two times in one round); "
-          "copy share = copy time / avgpool time\n")
+    print(
+        f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms, {PAUSE_S * 1e3:g} ms pause between peers; "
+        "times are medians per call; avgpool = prepared AveragePool with out=, function = "
+        "avgpool.average_pool(x, **attrs, out=out); ratio = avgpool / fastest peer, "
+        "fn ratio = function / fastest peer, "
+        "fn/prep = function / avgpool (ratios: the median over rounds of the two times in one round); "
+        "copy share = copy time / avgpool time\n"
+    )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     if load > 0.5:
-        print(f"WARNING: load average {load:.1f} before starting: other processes share the cores, so expect "
-              "noisy times (multi-threaded runtimes stall for milliseconds when a core is taken)\n")
+        print(
+            f"WARNING: load average {load:.1f} before starting: other processes share the cores, so expect "
+            "noisy times (multi-threaded runtimes stall for milliseconds when a core is taken)\n"
+        )
     print_header()
     results, skipped_once, failed = [], set(), []
     for w in selected:
@@ -871,8 +1015,11 @@ def main(argv: list[str] | None = None) -> int:
         summary_lines.insert(0, f"ERROR: {len(failed)} workload(s) failed and are missing: {', '.join(failed)}")
     mismatched = [r.workload.name for r in results if r.warnings]
     if mismatched:
-        summary_lines.insert(0, f"WARNING: a peer's output differs from avgpool's on {', '.join(mismatched)}: "
-                                "those times compare different computations")
+        summary_lines.insert(
+            0,
+            f"WARNING: a peer's output differs from avgpool's on {', '.join(mismatched)}: "
+            "those times compare different computations",
+        )
     print("\n" + "\n".join(summary_lines))
 
     if args.markdown:

@@ -43,17 +43,19 @@ import numpy as np
 import avgpool
 import avgpool.dask
 
-SCALE = 2.0 ** 24  # rng.random(dtype=float32) draws multiples of 2**-24 in [0, 1)
+SCALE = 2.0**24  # rng.random(dtype=float32) draws multiples of 2**-24 in [0, 1)
 
 
 def source_state() -> str:
     """The git commit of the avgpool being measured, and whether its src/ has uncommitted changes."""
     root = Path(avgpool.__file__).resolve().parents[2]
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], check=True,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"], check=True,
-                               capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], check=True, capture_output=True, text=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"
     return f"git {head}{' + uncommitted src/ changes' if dirty else ''}"
@@ -89,7 +91,7 @@ def reference_same(x: np.ndarray, k: int) -> np.ndarray:
         for j in range(c):
             q = (x[i, j].astype(np.float64) * SCALE).astype(np.int64)
             t = np.zeros((h + 2 * r + 1, w + 2 * r + 1), np.int64)
-            t[r + 1: r + 1 + h, r + 1: r + 1 + w] = q
+            t[r + 1 : r + 1 + h, r + 1 : r + 1 + w] = q
             t = t.cumsum(axis=0).cumsum(axis=1)
             s = t[k:, k:] - t[:-k, k:] - t[k:, :-k] + t[:-k, :-k]
             out[i, j] = s / (k * k * SCALE)
@@ -120,11 +122,19 @@ def run_case(name: str, ours, peer, ref: np.ndarray, repeats: int) -> dict:
         tb.append(_once(peer, b))
     ours_s, peer_s = statistics.median(ta), statistics.median(tb)
     differ, steps = ulp_steps(a, b)
-    return {"case": name, "ours": ours_s, "peer": peer_s, "ratio": statistics.median(x / y for x, y in zip(ta, tb)),
-            "ours_err": ulp_error(a, ref), "peer_err": ulp_error(b, ref),
-            "ours_not_rounded": int(np.count_nonzero(a != ref.astype(np.float32))),
-            "peer_not_rounded": int(np.count_nonzero(b != ref.astype(np.float32))),
-            "differ": differ, "total": a.size, "steps": steps}
+    return {
+        "case": name,
+        "ours": ours_s,
+        "peer": peer_s,
+        "ratio": statistics.median(x / y for x, y in zip(ta, tb)),
+        "ours_err": ulp_error(a, ref),
+        "peer_err": ulp_error(b, ref),
+        "ours_not_rounded": int(np.count_nonzero(a != ref.astype(np.float32))),
+        "peer_not_rounded": int(np.count_nonzero(b != ref.astype(np.float32))),
+        "differ": differ,
+        "total": a.size,
+        "steps": steps,
+    }
 
 
 def _once(build, out: np.ndarray) -> float:
@@ -147,9 +157,11 @@ def explain(x: np.ndarray) -> list[str]:
         r = plane.reshape(1, 1, 256 // k, k, 256 // k, k)
         f32 = r.sum(axis=(3, 5), dtype=np.float32) / np.float32(k * k)
         ok.append(np.array_equal(c, f32))
-    lines.append(f"coarsen(...).mean() == numpy's float32 sum of each block / k*k (k = 2, 4, 8): {ok}; "
-                 f"k*k is a power of two, so the division is exact and the error is the float32 "
-                 f"accumulation's (k*k - 1 roundings of partial sums)")
+    lines.append(
+        f"coarsen(...).mean() == numpy's float32 sum of each block / k*k (k = 2, 4, 8): {ok}; "
+        f"k*k is a power of two, so the division is exact and the error is the float32 "
+        f"accumulation's (k*k - 1 roundings of partial sums)"
+    )
     ok, wrong = [], []
     for k in (3, 7, 15):
         u = ndimage.uniform_filter(plane, size=(1, 1, k, k), mode="constant")
@@ -159,11 +171,14 @@ def explain(x: np.ndarray) -> list[str]:
         t = np.concatenate([np.zeros_like(q[:, :, :1]), q.cumsum(axis=2)], axis=2)
         exact = ((t[:, :, k:] - t[:, :, :-k]) / (k * SCALE)).astype(np.float32)  # correctly rounded 1-D means
         wrong.append(int(np.count_nonzero(first != exact)))
-    lines.append(f"uniform_filter == a 1-D pass along H stored as float32, then a 1-D pass along W "
-                 f"(k = 3, 7, 15): {ok}")
-    lines.append(f"  its 1-D pass (a float64 running sum) is the correctly rounded 1-D mean but for "
-                 f"{wrong} of {plane.size} values: the error comes from rounding the intermediate to float32 "
-                 f"(<= 0.5 ulp of the intermediate, averaged by the second pass) plus the final rounding")
+    lines.append(
+        f"uniform_filter == a 1-D pass along H stored as float32, then a 1-D pass along W (k = 3, 7, 15): {ok}"
+    )
+    lines.append(
+        f"  its 1-D pass (a float64 running sum) is the correctly rounded 1-D mean but for "
+        f"{wrong} of {plane.size} values: the error comes from rounding the intermediate to float32 "
+        f"(<= 0.5 ulp of the intermediate, averaged by the second pass) plus the final rounding"
+    )
     return lines
 
 
@@ -185,11 +200,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import scipy
 
-    print(f"# python {platform.python_version()}, numpy {np.__version__}, dask {dask.__version__}, "
-          f"xarray {xr.__version__}, dask-image {version('dask-image')}, scipy {scipy.__version__}, "
-          f"avgpool {getattr(avgpool, '__version__', '?')} ({source_state()}); "
-          f"{os.cpu_count()} CPUs, threaded scheduler; "
-          f"median of {args.repeats}; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"# python {platform.python_version()}, numpy {np.__version__}, dask {dask.__version__}, "
+        f"xarray {xr.__version__}, dask-image {version('dask-image')}, scipy {scipy.__version__}, "
+        f"avgpool {getattr(avgpool, '__version__', '?')} ({source_state()}); "
+        f"{os.cpu_count()} CPUs, threaded scheduler; "
+        f"median of {args.repeats}; load average {os.getloadavg()[0]:.2f}"
+    )
     rows = []
     with dask.config.set(scheduler="threads"):
         for shape, chunk in sizes:
@@ -198,32 +215,45 @@ def main(argv: list[str] | None = None) -> int:
             label = "x".join(map(str, shape)) + f"/{chunk}"
             for k in (2, 4, 8):
                 ref = reference_blocks(x, k)
-                rows.append(run_case(
-                    f"{label} {k}x{k} s{k} vs coarsen",
-                    lambda k=k, dx=dx: avgpool.dask.average_pool(dx, [k, k], strides=[k, k]),
-                    lambda k=k, dx=dx: xr.DataArray(dx, dims=("n", "c", "y", "x")).coarsen(y=k, x=k).mean().data,
-                    ref, args.repeats))
+                rows.append(
+                    run_case(
+                        f"{label} {k}x{k} s{k} vs coarsen",
+                        lambda k=k, dx=dx: avgpool.dask.average_pool(dx, [k, k], strides=[k, k]),
+                        lambda k=k, dx=dx: xr.DataArray(dx, dims=("n", "c", "y", "x")).coarsen(y=k, x=k).mean().data,
+                        ref,
+                        args.repeats,
+                    )
+                )
                 print(_row(rows[-1]), flush=True)
             for k in (3, 7, 15):
                 ref = reference_same(x, k)
-                rows.append(run_case(
-                    f"{label} {k}x{k} s1 SAME vs uniform_filter",
-                    lambda k=k, dx=dx: avgpool.dask.average_pool(dx, [k, k], auto_pad="SAME_UPPER",
-                                                                 count_include_pad=1),
-                    lambda k=k, dx=dx: uniform_filter(dx, size=(1, 1, k, k), mode="constant"),
-                    ref, args.repeats))
+                rows.append(
+                    run_case(
+                        f"{label} {k}x{k} s1 SAME vs uniform_filter",
+                        lambda k=k, dx=dx: avgpool.dask.average_pool(
+                            dx, [k, k], auto_pad="SAME_UPPER", count_include_pad=1
+                        ),
+                        lambda k=k, dx=dx: uniform_filter(dx, size=(1, 1, k, k), mode="constant"),
+                        ref,
+                        args.repeats,
+                    )
+                )
                 print(_row(rows[-1]), flush=True)
             del x, dx
         notes = explain(make_input((1, 1, 256, 256), seed=1))
 
     print()
-    print("| case | avgpool s | peer s | avgpool/peer (median of pairs) | avgpool max err (ulp) | peer max err (ulp) "
-          "| avgpool not correctly rounded | peer not correctly rounded | values differing | max ulp steps apart |")
+    print(
+        "| case | avgpool s | peer s | avgpool/peer (median of pairs) | avgpool max err (ulp) | peer max err (ulp) "
+        "| avgpool not correctly rounded | peer not correctly rounded | values differing | max ulp steps apart |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['ours']:.3f} | {r['peer']:.3f} | {r['ratio']:.2f} | {r['ours_err']:.3f} "
-              f"| {r['peer_err']:.3f} | {r['ours_not_rounded']} | {r['peer_not_rounded']} "
-              f"| {r['differ']} of {r['total']} ({100 * r['differ'] / r['total']:.1f}%) | {r['steps']} |")
+        print(
+            f"| {r['case']} | {r['ours']:.3f} | {r['peer']:.3f} | {r['ratio']:.2f} | {r['ours_err']:.3f} "
+            f"| {r['peer_err']:.3f} | {r['ours_not_rounded']} | {r['peer_not_rounded']} "
+            f"| {r['differ']} of {r['total']} ({100 * r['differ'] / r['total']:.1f}%) | {r['steps']} |"
+        )
     print()
     for label in dict.fromkeys(r["case"].split()[0] for r in rows):
         ratios = [r["ratio"] for r in rows if r["case"].split()[0] == label]
@@ -234,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _row(r: dict) -> str:
-    return (f"{r['case']:<48} avgpool {r['ours']:.3f} s  peer {r['peer']:.3f} s  ratio {r['ratio']:.2f}  "
-            f"err {r['ours_err']:.3f} / {r['peer_err']:.3f} ulp  differ {r['differ']}  steps {r['steps']}")
+    return (
+        f"{r['case']:<48} avgpool {r['ours']:.3f} s  peer {r['peer']:.3f} s  ratio {r['ratio']:.2f}  "
+        f"err {r['ours_err']:.3f} / {r['peer_err']:.3f} ulp  differ {r['differ']}  steps {r['steps']}"
+    )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,8 @@ from avgpool import qlinear_engine
 
 HERE = Path(__file__).resolve().parent
 THREADS = 2
-TABLE_QUANT = (0.05, 128, 0.05, 128)   # x_scale, x_zero_point, y_scale, y_zero_point of the table rows
-NODE_QUANT = (0.05, 128, 0.04, 120)    # ... of the model-node rows
+TABLE_QUANT = (0.05, 128, 0.05, 128)  # x_scale, x_zero_point, y_scale, y_zero_point of the table rows
+NODE_QUANT = (0.05, 128, 0.04, 120)  # ... of the model-node rows
 ORT_ATTRS = ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "count_include_pad")
 PEERS = ("onnxruntime", "torch")
 
@@ -74,9 +74,9 @@ PEERS = ("onnxruntime", "torch")
 @dataclass(frozen=True)
 class Workload:
     name: str
-    shape: tuple[int, ...]      # NCHW
-    attrs: dict[str, Any]       # QLinearAveragePool attributes but channels_last
-    group: str = "table"        # "table" or "node"
+    shape: tuple[int, ...]  # NCHW
+    attrs: dict[str, Any]  # QLinearAveragePool attributes but channels_last
+    group: str = "table"  # "table" or "node"
     quant: tuple = TABLE_QUANT
     note: str = ""
 
@@ -126,9 +126,16 @@ def engine_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, 
     kw = _kwargs(w, nhwc)
     frz = _qlinear._freeze
     prepared = _qlinear.prepare_cached(
-        x.shape, x.dtype, frz(w.attrs["kernel_shape"]), frz(kw.get("strides")), frz(kw.get("pads")),
-        frz(kw.get("auto_pad", "NOTSET")), frz(kw.get("ceil_mode", False)), frz(kw.get("count_include_pad", False)),
-        frz(nhwc))
+        x.shape,
+        x.dtype,
+        frz(w.attrs["kernel_shape"]),
+        frz(kw.get("strides")),
+        frz(kw.get("pads")),
+        frz(kw.get("auto_pad", "NOTSET")),
+        frz(kw.get("ceil_mode", False)),
+        frz(kw.get("count_include_pad", False)),
+        frz(nhwc),
+    )
     kernel_args = qlinear_engine.kernel_args(prepared, _qlinear._params(x.dtype, *w.quant))
     out = np.empty(out_shape, x.dtype)
     run_into = qlinear_engine.run_into
@@ -137,8 +144,13 @@ def engine_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, 
         return run_into(prepared, x, kernel_args, out)
 
     call()
-    return Runner("engine", call, lambda: out, note="qlinear_engine.run_into(prepared, x, kernel_args, out)",
-                  keep=(prepared, kernel_args))
+    return Runner(
+        "engine",
+        call,
+        lambda: out,
+        note="qlinear_engine.run_into(prepared, x, kernel_args, out)",
+        keep=(prepared, kernel_args),
+    )
 
 
 def prepared_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...]) -> Runner:
@@ -184,16 +196,25 @@ def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...
 
     elem = TensorProto.UINT8
     xs, xz, ys, yz = w.quant
-    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
-                            channels_last=int(nhwc), **w.attrs)
-    inputs = [helper.make_tensor_value_info("x", elem, list(x.shape)),
-              helper.make_tensor_value_info("xs", TensorProto.FLOAT, []),
-              helper.make_tensor_value_info("xz", elem, []),
-              helper.make_tensor_value_info("ys", TensorProto.FLOAT, []),
-              helper.make_tensor_value_info("yz", elem, [])]
+    node = helper.make_node(
+        "QLinearAveragePool",
+        ["x", "xs", "xz", "ys", "yz"],
+        ["y"],
+        domain="com.microsoft",
+        channels_last=int(nhwc),
+        **w.attrs,
+    )
+    inputs = [
+        helper.make_tensor_value_info("x", elem, list(x.shape)),
+        helper.make_tensor_value_info("xs", TensorProto.FLOAT, []),
+        helper.make_tensor_value_info("xz", elem, []),
+        helper.make_tensor_value_info("ys", TensorProto.FLOAT, []),
+        helper.make_tensor_value_info("yz", elem, []),
+    ]
     graph = helper.make_graph([node], "q", inputs, [helper.make_tensor_value_info("y", elem, list(out_shape))])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)]
+    )
     model.ir_version = 9
     options = ort.SessionOptions()
     options.intra_op_num_threads = THREADS
@@ -201,8 +222,13 @@ def ort_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, ...
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     y = np.empty(out_shape, np.uint8)
-    feeds = {"x": x, "xs": np.array(xs, np.float32), "xz": np.array(xz, np.uint8),
-             "ys": np.array(ys, np.float32), "yz": np.array(yz, np.uint8)}
+    feeds = {
+        "x": x,
+        "xs": np.array(xs, np.float32),
+        "xz": np.array(xz, np.uint8),
+        "ys": np.array(ys, np.float32),
+        "yz": np.array(yz, np.uint8),
+    }
     binding = session.io_binding()
     values = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()}
     for k, v in values.items():
@@ -337,8 +363,13 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
             same = theirs.shape == ours.shape and np.array_equal(theirs, ours)
             exact = exact and same
             row.exact = exact
-            row.notes.append("prepared, function and engine bit-exact with onnxruntime" if exact
-                             else "DIFFERS FROM ONNXRUNTIME" if not same else "bit-exact with onnxruntime")
+            row.notes.append(
+                "prepared, function and engine bit-exact with onnxruntime"
+                if exact
+                else "DIFFERS FROM ONNXRUNTIME"
+                if not same
+                else "bit-exact with onnxruntime"
+            )
         elif theirs.shape == ours.shape:
             diff = int(np.abs(theirs.astype(np.int16) - ours.astype(np.int16)).max())
             row.notes.append(f"torch max |diff| {diff}" + (f" ({r.note})" if r.note else ""))
@@ -353,16 +384,37 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
     return row
 
 
-HEADER = ("row", "prepared", "function", "engine", "onnxruntime", "torch", "fn/prep", "lit/prep", "fastest", "ratio",
-          "fn ratio")
+HEADER = (
+    "row",
+    "prepared",
+    "function",
+    "engine",
+    "onnxruntime",
+    "torch",
+    "fn/prep",
+    "lit/prep",
+    "fastest",
+    "ratio",
+    "fn ratio",
+)
 
 
 def cells(row: Row) -> list[str]:
     t = row.times
     r, fr = row.ratio("prepared"), row.ratio("function")
-    return [row.label, fmt(t.get("prepared")), fmt(t.get("function")), fmt(t.get("engine")), fmt(t.get("onnxruntime")),
-            fmt(t.get("torch")), f"{row.fn_over_prepared:.2f}", f"{row.literal_over_prepared:.2f}",
-            row.fastest or "-", "-" if r is None else f"{r:.2f}", "-" if fr is None else f"{fr:.2f}"]
+    return [
+        row.label,
+        fmt(t.get("prepared")),
+        fmt(t.get("function")),
+        fmt(t.get("engine")),
+        fmt(t.get("onnxruntime")),
+        fmt(t.get("torch")),
+        f"{row.fn_over_prepared:.2f}",
+        f"{row.literal_over_prepared:.2f}",
+        row.fastest or "-",
+        "-" if r is None else f"{r:.2f}",
+        "-" if fr is None else f"{fr:.2f}",
+    ]
 
 
 def print_line(values: list[str], width: int) -> None:
@@ -382,8 +434,11 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
         ok = ok and passed is not False
         lines.append(f"{'PASS' if passed else 'FAIL' if passed is not None else 'n/a '}  {text}")
 
-    layouts = (("channels-first (NCHW)", ("NCHW",)), ("channels_last (NHWC)", ("NHWC",)),
-               ("both layouts", ("NCHW", "NHWC")))
+    layouts = (
+        ("channels-first (NCHW)", ("NCHW",)),
+        ("channels_last (NHWC)", ("NHWC",)),
+        ("both layouts", ("NCHW", "NHWC")),
+    )
     groups = (("table", "table rows"), ("node", "model-node rows"), (None, "rows in all"))
     present = {r.workload.group for r in rows}
     if len(present) == 1:  # "rows in all" would repeat the only group
@@ -392,16 +447,21 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
     for kind, label in (("prepared", "prepared"), ("function", "function")):
         for group, gtext in groups:
             for ltext, lays in layouts:
-                sel = [r for r in rows if r.layout in lays and (group is None or r.workload.group == group)
-                       and r.ratio(kind) is not None]
+                sel = [
+                    r
+                    for r in rows
+                    if r.layout in lays and (group is None or r.workload.group == group) and r.ratio(kind) is not None
+                ]
                 if not sel:
                     continue
                 worst = max(sel, key=lambda r: r.ratio(kind))
                 gm = geomean([r.ratio(kind) for r in sel])
                 above = sum(r.ratio(kind) > 1.0 for r in sel)
                 stats[(kind, group, lays)] = (gm, worst, above, len(sel))
-                lines.append(f"{label} / fastest peer, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
-                             f"{gm:.2f}, worst {worst.ratio(kind):.2f} ({worst.label}); {above} above 1.0")
+                lines.append(
+                    f"{label} / fastest peer, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
+                    f"{gm:.2f}, worst {worst.ratio(kind):.2f} ({worst.label}); {above} above 1.0"
+                )
         lines.append("")
     # each way of calling the function against the prepared pool: same objects, literal lists
     calls = (("fn_over_prepared", "function / prepared"), ("literal_over_prepared", "literal lists / prepared"))
@@ -415,31 +475,43 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
                     continue
                 worst = max(sel, key=lambda r: getattr(r, key))
                 within = sum(getattr(r, key) <= 1.10 for r in sel)
-                lines.append(f"{ktext}, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
-                             f"{geomean([getattr(r, key) for r in sel]):.2f}, worst {getattr(worst, key):.2f} "
-                             f"({worst.label}); within 10%: {within}/{len(sel)}")
+                lines.append(
+                    f"{ktext}, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
+                    f"{geomean([getattr(r, key) for r in sel]):.2f}, worst {getattr(worst, key):.2f} "
+                    f"({worst.label}); within 10%: {within}/{len(sel)}"
+                )
     lines.append("")
     checked = [r for r in rows if r.exact is not None]
     differ = [r for r in rows if r.exact is False]
-    target(None if not checked else not differ and len(checked) == len(rows),
-           f"bit-exact with onnxruntime, prepared and function (both calls): "
-           f"{len(checked) - len(differ)}/{len(rows)} rows"
-           + (f" (differ: {', '.join(r.label for r in differ)})" if differ else ""))
+    target(
+        None if not checked else not differ and len(checked) == len(rows),
+        f"bit-exact with onnxruntime, prepared and function (both calls): "
+        f"{len(checked) - len(differ)}/{len(rows)} rows"
+        + (f" (differ: {', '.join(r.label for r in differ)})" if differ else ""),
+    )
     both = ("NCHW", "NHWC")
     for key, ktext in calls:
         for sel_group, text in (("node", "every model node"), (None, "every row")):
             sel = [r for r in rows if sel_group is None or r.workload.group == sel_group]
             worst = max(sel, key=lambda r: getattr(r, key), default=None)
             within = sum(getattr(r, key) <= 1.10 for r in sel)
-            target(None if not sel else within == len(sel), f"{ktext} within 10% on {text}"
-                   + (f" ({within}/{len(sel)}; worst {getattr(worst, key):.2f} on {worst.label})" if sel else ""))
+            target(
+                None if not sel else within == len(sel),
+                f"{ktext} within 10% on {text}"
+                + (f" ({within}/{len(sel)}; worst {getattr(worst, key):.2f} on {worst.label})" if sel else ""),
+            )
     for kind in ("prepared", "function"):
         s = stats.get((kind, "node", both))
-        target(None if s is None else s[0] <= 0.6, f"model nodes, {kind}: geometric mean of the ratios <= 0.6"
-               + ("" if s is None else f" ({s[0]:.2f})"))
+        target(
+            None if s is None else s[0] <= 0.6,
+            f"model nodes, {kind}: geometric mean of the ratios <= 0.6" + ("" if s is None else f" ({s[0]:.2f})"),
+        )
         s = stats.get((kind, None, both)) or stats.get((kind, next(iter(present), None), both))
-        target(None if s is None else s[2] == 0, f"{kind}: no row above 1.0 the fastest peer"
-               + ("" if s is None else f" ({s[2]} of {s[3]} rows; worst {s[1].ratio(kind):.2f} on {s[1].label})"))
+        target(
+            None if s is None else s[2] == 0,
+            f"{kind}: no row above 1.0 the fastest peer"
+            + ("" if s is None else f" ({s[2]} of {s[3]} rows; worst {s[1].ratio(kind):.2f} on {s[1].label})"),
+        )
     return lines, not differ
 
 
@@ -447,24 +519,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 rounds of ~5 ms batches (a smoke run)")
     parser.add_argument("--rounds", type=int, help="timing rounds (default 7, --quick 3)")
-    parser.add_argument("--budget", type=float,
-                        help="seconds per timed batch (default 0.05, --quick 0.005)")
-    parser.add_argument("--only", default="",
-                        help="only rows whose name contains this (case-insensitive; 'node': the model-node rows)")
+    parser.add_argument("--budget", type=float, help="seconds per timed batch (default 0.05, --quick 0.005)")
+    parser.add_argument(
+        "--only", default="", help="only rows whose name contains this (case-insensitive; 'node': the model-node rows)"
+    )
     args = parser.parse_args(argv)
     args.rounds = args.rounds or (3 if args.quick else 7)
     args.budget = args.budget or (0.005 if args.quick else 0.05)
     rng = np.random.default_rng(0)
     import numba
+
     nodes, messages = node_workloads()
     selected = [w for w in (*WORKLOADS, *nodes) if args.only.lower() in w.name.lower()]
-    print(f"threads: {THREADS} per runtime (numba {numba.get_num_threads()}); rounds {args.rounds}; "
-          f"batches >= {args.budget * 1e3:g} ms; quantization (x_scale, x_zp, y_scale, y_zp): table rows "
-          f"{TABLE_QUANT}, model-node rows {NODE_QUANT}")
-    print("prepared = avgpool.QLinearAveragePool(...)(x, out); function = avgpool.qlinear_average_pool(..., out=out); "
-          "engine = qlinear_engine.run_into(prepared, x, kernel_args, out) on the objects the function memoises; "
-          "ratio = prepared / fastest peer, fn ratio = function / fastest peer, fn/prep = function / prepared (ratios: "
-          "the median over rounds of the two times in one round)")
+    print(
+        f"threads: {THREADS} per runtime (numba {numba.get_num_threads()}); rounds {args.rounds}; "
+        f"batches >= {args.budget * 1e3:g} ms; quantization (x_scale, x_zp, y_scale, y_zp): table rows "
+        f"{TABLE_QUANT}, model-node rows {NODE_QUANT}"
+    )
+    print(
+        "prepared = avgpool.QLinearAveragePool(...)(x, out); function = avgpool.qlinear_average_pool(..., out=out); "
+        "engine = qlinear_engine.run_into(prepared, x, kernel_args, out) on the objects the function memoises; "
+        "ratio = prepared / fastest peer, fn ratio = function / fastest peer, fn/prep = function / prepared (ratios: "
+        "the median over rounds of the two times in one round)"
+    )
     for m in messages:
         print(f"NOTE: {m}")
     width = max([len(w.name) for w in selected] + [20]) + 7

@@ -37,15 +37,22 @@ def install(where: Path) -> Path:
     """A new venv at ``where`` with this checkout installed non-editable; its python."""
     venv.EnvBuilder(with_pip=True).create(where)
     python = where / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(ROOT)],
-                   check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(ROOT)], check=True
+    )
     return python
 
 
 def timed(python: Path, kind: str, env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run([str(python), "-c", CALL.format(kind=kind)], env=env, check=True, cwd=tempfile.gettempdir(),
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [str(python), "-c", CALL.format(kind=kind)],
+        env=env,
+        check=True,
+        cwd=tempfile.gettempdir(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -66,13 +73,24 @@ def cell(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3, help="runs per kind (default 3)")
-    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS), metavar="KIND",
-                        help="kinds to time (default: all)")
-    parser.add_argument("--no-precompiled", dest="precompiled", action="store_false",
-                        help="ignore the shipped precompiled kernels (AVGPOOL_PRECOMPILED=0)")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        default=list(KINDS),
+        choices=list(KINDS),
+        metavar="KIND",
+        help="kinds to time (default: all)",
+    )
+    parser.add_argument(
+        "--no-precompiled",
+        dest="precompiled",
+        action="store_false",
+        help="ignore the shipped precompiled kernels (AVGPOOL_PRECOMPILED=0)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
         start = time.perf_counter()

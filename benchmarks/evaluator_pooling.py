@@ -39,8 +39,12 @@ def best_of(function, repeat: int) -> float:
 
 
 def one_node(node, x: np.ndarray, opset: int):
-    graph = helper.make_graph([node], "one", [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "one",
+        [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 

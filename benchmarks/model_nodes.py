@@ -31,13 +31,13 @@ ATTRIBUTES = ("kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad
 class ModelNode:
     """One distinct pooling call found in the models."""
 
-    model: str                      # short model name of the first node with this call
-    ordinal: int                    # 1-based position of that node among its model's pooling nodes
-    shape: tuple[int, ...]          # input shape, NCX
-    attrs: dict[str, Any]           # ONNX AveragePool attributes, defaults left out
-    op_type: str                    # that node's operator: AveragePool or GlobalAveragePool
-    opset: int                      # the model's default-domain opset
-    sources: tuple[str, ...]        # every node with this call: "model node K (graph node I 'name', op)"
+    model: str  # short model name of the first node with this call
+    ordinal: int  # 1-based position of that node among its model's pooling nodes
+    shape: tuple[int, ...]  # input shape, NCX
+    attrs: dict[str, Any]  # ONNX AveragePool attributes, defaults left out
+    op_type: str  # that node's operator: AveragePool or GlobalAveragePool
+    opset: int  # the model's default-domain opset
+    sources: tuple[str, ...]  # every node with this call: "model node K (graph node I 'name', op)"
 
     @property
     def label(self) -> str:
@@ -105,6 +105,7 @@ def model_nodes() -> tuple[list[ModelNode], list[str]]:
         import onnx
         import onnx.shape_inference
         from onnx import helper
+
         folder = light_model_dir()
     except ImportError as err:
         return [], [f"model-node rows skipped: onnx is not installed ({err}); pip install 'avgpool[bench]'"]
@@ -113,8 +114,10 @@ def model_nodes() -> tuple[list[ModelNode], list[str]]:
     for model_name, filename in MODELS:
         path = os.path.join(folder, filename)
         if not os.path.exists(path):
-            messages.append(f"model-node rows of {model_name} skipped: {path} not found "
-                            f"(not in onnx {onnx.__version__}'s backend test data)")
+            messages.append(
+                f"model-node rows of {model_name} skipped: {path} not found "
+                f"(not in onnx {onnx.__version__}'s backend test data)"
+            )
             continue
         try:
             model = onnx.load(path)
@@ -142,11 +145,19 @@ def model_nodes() -> tuple[list[ModelNode], list[str]]:
             if key in found:
                 found[key]["sources"].append(where)
             else:
-                found[key] = {"model": model_name, "ordinal": ordinal, "shape": shape, "attrs": attrs,
-                              "op_type": node.op_type, "opset": opset, "sources": [where]}
-    nodes = [ModelNode(f["model"], f["ordinal"], f["shape"], f["attrs"], f["op_type"], f["opset"],
-                       tuple(f["sources"]))
-             for f in found.values()]
+                found[key] = {
+                    "model": model_name,
+                    "ordinal": ordinal,
+                    "shape": shape,
+                    "attrs": attrs,
+                    "op_type": node.op_type,
+                    "opset": opset,
+                    "sources": [where],
+                }
+    nodes = [
+        ModelNode(f["model"], f["ordinal"], f["shape"], f["attrs"], f["op_type"], f["opset"], tuple(f["sources"]))
+        for f in found.values()
+    ]
     return nodes, messages
 
 

@@ -63,19 +63,26 @@ KERNEL, STRIDE, PADS = [3, 3], [2, 2], [1, 1, 1, 1]
 # ----------------------------------------------------------------------------------------- jobs
 # Each runs in its own process (python out_of_core.py --job NAME ...) and prints one JSON line.
 
+
 def job_create(src: Path, channels: int, size: int, compressed: bool) -> dict:
     import numpy as np
     import zarr
 
-    arr = zarr.create_array(store=str(src), shape=(1, channels, size, size), chunks=(1, 1, CHUNK, CHUNK),
-                            dtype="float32", compressors="auto" if compressed else None, fill_value=0.0,
-                            overwrite=True)
+    arr = zarr.create_array(
+        store=str(src),
+        shape=(1, channels, size, size),
+        chunks=(1, 1, CHUNK, CHUNK),
+        dtype="float32",
+        compressors="auto" if compressed else None,
+        fill_value=0.0,
+        overwrite=True,
+    )
     for c in range(channels):
         for i in range(0, size, CHUNK):
             for j in range(0, size, CHUNK):
                 rng = np.random.default_rng([c, i // CHUNK, j // CHUNK])
                 h, w = min(CHUNK, size - i), min(CHUNK, size - j)
-                arr[0, c, i:i + h, j:j + w] = rng.random((h, w), dtype=np.float32)
+                arr[0, c, i : i + h, j : j + w] = rng.random((h, w), dtype=np.float32)
     return {}
 
 
@@ -115,9 +122,14 @@ def job_write(name: str, src: Path, dst: Path, threads: int, compressed: bool) -
         lazy.to_zarr(str(dst), **({} if compressed else {"compressors": None}))
         seconds = time.perf_counter() - t0
         io1 = io_counters()
-    return {"seconds": seconds, "chunks": [len(c) for c in lazy.chunks], "out_chunk": [c[0] for c in lazy.chunks],
-            "tasks": len(lazy.__dask_graph__()), "read": io1.get("rchar", 0) - io0.get("rchar", 0),
-            "written": io1.get("wchar", 0) - io0.get("wchar", 0)}
+    return {
+        "seconds": seconds,
+        "chunks": [len(c) for c in lazy.chunks],
+        "out_chunk": [c[0] for c in lazy.chunks],
+        "tasks": len(lazy.__dask_graph__()),
+        "read": io1.get("rchar", 0) - io0.get("rchar", 0),
+        "written": io1.get("wchar", 0) - io0.get("wchar", 0),
+    }
 
 
 def job_warmup() -> dict:
@@ -146,20 +158,31 @@ def job_verify(src: Path, dst: Path) -> dict:
     checks = []
     # output window [a, b) x [c, d) reads input rows 2a-1 .. 2(b-1)+1: the whole array's pad only at index -1
     half, quarter = out // 2, out // 4  # multiples of 1024 for sizes of 8192 and more: chunk seams
-    for a, b, c, d in [(0, 512, 0, 512), (half - 50, half + 50, quarter - 50, quarter + 50),
-                       (out - 512, out, out - 512, out)]:
+    for a, b, c, d in [
+        (0, 512, 0, 512),
+        (half - 50, half + 50, quarter - 50, quarter + 50),
+        (out - 512, out, out - 512, out),
+    ]:
         r0, r1, c0, c1 = 2 * a - 1, 2 * (b - 1) + 2, 2 * c - 1, 2 * (d - 1) + 2
         pads = [int(r0 < 0), int(c0 < 0), int(r1 > size), int(c1 > size)]
-        region = x[:, :, max(r0, 0):min(r1, size), max(c0, 0):min(c1, size)]
+        region = x[:, :, max(r0, 0) : min(r1, size), max(c0, 0) : min(c1, size)]
         expected = avgpool.average_pool(region, KERNEL, strides=STRIDE, pads=pads)
         got = y[:, :, a:b, c:d]
-        checks.append({"outputs": [[a, b], [c, d]], "pads": pads, "shape": list(got.shape),
-                       "bit_identical": bool(expected.shape == got.shape
-                                             and np.array_equal(expected.view(np.uint32), got.view(np.uint32)))})
+        checks.append(
+            {
+                "outputs": [[a, b], [c, d]],
+                "pads": pads,
+                "shape": list(got.shape),
+                "bit_identical": bool(
+                    expected.shape == got.shape and np.array_equal(expected.view(np.uint32), got.view(np.uint32))
+                ),
+            }
+        )
     return {"checks": checks, "out_shape": list(y.shape), "out_chunks": list(y.chunks)}
 
 
 # ---------------------------------------------------------------------------------------- driver
+
 
 def run_child(args: list[str]) -> dict:
     """Run ``python this_file ARGS`` and return its JSON line with the process's wall time and peak RSS."""
@@ -177,8 +200,13 @@ def run_child(args: list[str]) -> dict:
         raise SystemExit(f"job {args} failed with exit status {proc.returncode}")
     result = json.loads(out.strip().splitlines()[-1])
     # a kernel compiled in the job (its source changed since the warm-up): not a measurement of the code
-    result.update(wall=wall, peak_rss=usage.ru_maxrss * 1024, user=usage.ru_utime, sys=usage.ru_stime,
-                  compiled="avgpool: compiling" in messages)
+    result.update(
+        wall=wall,
+        peak_rss=usage.ru_maxrss * 1024,
+        user=usage.ru_utime,
+        sys=usage.ru_stime,
+        compiled="avgpool: compiling" in messages,
+    )
     return result
 
 
@@ -189,8 +217,12 @@ def resident_bytes(store: Path) -> int | None:
         return None
     total = 0
     for i in range(0, len(files), 256):
-        done = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *files[i:i + 256]],
-                              check=False, capture_output=True, text=True)
+        done = subprocess.run(
+            ["fincore", "--bytes", "--noheadings", "--output", "RES", *files[i : i + 256]],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         total += sum(int(v) for v in done.stdout.split())
     return total
 
@@ -220,10 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--channels", type=int, default=6, help="C of the source (default 6)")
     parser.add_argument("--runs", type=int, default=2, help="runs of each job, alternating (default 2)")
     parser.add_argument("--threads", type=int, default=2, help="threads of the threaded scheduler (default 2)")
-    parser.add_argument("--cold", action="store_true",
-                        help="do not read the source into the page cache before each job")
-    parser.add_argument("--compressed", action="store_true",
-                        help="a source compressed with zarr's default codecs (zstd), outputs written with them")
+    parser.add_argument(
+        "--cold", action="store_true", help="do not read the source into the page cache before each job"
+    )
+    parser.add_argument(
+        "--compressed",
+        action="store_true",
+        help="a source compressed with zarr's default codecs (zstd), outputs written with them",
+    )
     parser.add_argument("--clean", action="store_true", help="delete --dir at the end")
     parser.add_argument("--job", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -254,19 +290,27 @@ def main(argv: list[str] | None = None) -> int:
     args.dir.mkdir(parents=True, exist_ok=True)
     nbytes = args.channels * args.size * args.size * 4
     codecs = "zarr's default codecs (zstd)" if args.compressed else "uncompressed"
-    print(f"# numpy {np.__version__}, dask {dask.__version__}, zarr {zarr.__version__}; {os.cpu_count()} CPUs; "
-          f"avgpool {source_state()}; threaded scheduler, {args.threads} threads; {codecs}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"# numpy {np.__version__}, dask {dask.__version__}, zarr {zarr.__version__}; {os.cpu_count()} CPUs; "
+        f"avgpool {source_state()}; threaded scheduler, {args.threads} threads; {codecs}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     if not (src / "zarr.json").exists() or (not args.compressed and store_bytes(src) < nbytes):
-        print(f"creating {src}: float32 1x{args.channels}x{args.size}x{args.size} ({nbytes / 2**30:.2f} GiB), "
-              f"chunks 1x1x{CHUNK}x{CHUNK}, {codecs} ...", flush=True)
+        print(
+            f"creating {src}: float32 1x{args.channels}x{args.size}x{args.size} ({nbytes / 2**30:.2f} GiB), "
+            f"chunks 1x1x{CHUNK}x{CHUNK}, {codecs} ...",
+            flush=True,
+        )
         r = run_child(["--job", "create", *common])
         print(f"  created in {r['wall']:.1f} s, peak RSS {gb(r['peak_rss'])}")
     source_bytes = store_bytes(src)
     print(f"source {src}: {gb(source_bytes)} on disk ({nbytes / source_bytes:.2f}x compressed)", flush=True)
     w = run_child(["--job", "warmup", *common])
-    print(f"avgpool's import and first call in a fresh process (dask imported): {w['seconds']:.2f} s "
-          f"(untimed warm-up: numba's cache now holds the kernels)", flush=True)
+    print(
+        f"avgpool's import and first call in a fresh process (dask imported): {w['seconds']:.2f} s "
+        f"(untimed warm-up: numba's cache now holds the kernels)",
+        flush=True,
+    )
 
     names = ("floor", "read-all", "avgpool")
     rows = []
@@ -282,20 +326,28 @@ def main(argv: list[str] | None = None) -> int:
             r.update(run=run, job=name, cached=cached, load=os.getloadavg()[0])
             rows.append(r)
             if r["compiled"]:
-                print(f"run {run} {name}: a kernel was compiled in the job (avgpool's source changed during the "
-                      "benchmark): left out of the medians", flush=True)
-            print(f"run {run} {name:<8} job {r['seconds']:7.2f} s  process {r['wall']:7.2f} s  "
-                  f"peak RSS {gb(r['peak_rss'])}  cpu {r['user'] + r['sys']:6.1f} s  read {gb(r['read'])}  "
-                  f"written {gb(r['written'])}  tasks {r['tasks']}  "
-                  f"source cached {'?' if cached is None else gb(cached)}  load {r['load']:.2f}", flush=True)
+                print(
+                    f"run {run} {name}: a kernel was compiled in the job (avgpool's source changed during the "
+                    "benchmark): left out of the medians",
+                    flush=True,
+                )
+            print(
+                f"run {run} {name:<8} job {r['seconds']:7.2f} s  process {r['wall']:7.2f} s  "
+                f"peak RSS {gb(r['peak_rss'])}  cpu {r['user'] + r['sys']:6.1f} s  read {gb(r['read'])}  "
+                f"written {gb(r['written'])}  tasks {r['tasks']}  "
+                f"source cached {'?' if cached is None else gb(cached)}  load {r['load']:.2f}",
+                flush=True,
+            )
 
     print()
     print("| run | job | job s | process s | peak RSS | user+sys s | read | written | source in page cache |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cached = "?" if r["cached"] is None else f"{r['cached'] / source_bytes:.0%}"
-        print(f"| {r['run']} | {r['job']} | {r['seconds']:.2f} | {r['wall']:.2f} | {gb(r['peak_rss'])} "
-              f"| {r['user'] + r['sys']:.1f} | {gb(r['read'])} | {gb(r['written'])} | {cached} |")
+        print(
+            f"| {r['run']} | {r['job']} | {r['seconds']:.2f} | {r['wall']:.2f} | {gb(r['peak_rss'])} "
+            f"| {r['user'] + r['sys']:.1f} | {gb(r['read'])} | {gb(r['written'])} | {cached} |"
+        )
     print()
     ok = True
     ratios: dict = {"floor": [], "read-all": []}
@@ -309,26 +361,34 @@ def main(argv: list[str] | None = None) -> int:
             ratio = b["seconds"] / got[base]["seconds"]
             ratios[base].append(ratio)
             parts.append(f"avgpool/{base} {ratio:.2f} (process {b['wall'] / got[base]['wall']:.2f})")
-        print(f"run {run}: {', '.join(parts)}; avgpool peak RSS {gb(b['peak_rss'])} "
-              f"[target < 1.5 GB: {'met' if rss_ok else 'MISSED'}]")
+        print(
+            f"run {run}: {', '.join(parts)}; avgpool peak RSS {gb(b['peak_rss'])} "
+            f"[target < 1.5 GB: {'met' if rss_ok else 'MISSED'}]"
+        )
     valid = [run for run in range(1, args.runs + 1) if not any(r["compiled"] for r in rows if r["run"] == run)]
     if not valid:
         print("no run without a kernel compilation: no medians")
         return 1
-    medians = {name: statistics.median(r["seconds"] for r in rows if r["job"] == name and r["run"] in valid)
-               for name in names}
+    medians = {
+        name: statistics.median(r["seconds"] for r in rows if r["job"] == name and r["run"] in valid) for name in names
+    }
     ratios = {base: [ratios[base][run - 1] for run in valid] for base in ratios}
     floor_ratio = statistics.median(ratios["floor"])
     ok &= floor_ratio <= 1.5
-    print(f"medians over {len(valid)} runs: job s " + ", ".join(f"{n} {medians[n]:.2f}" for n in names)
-          + f"; avgpool/floor {floor_ratio:.2f} [target <= 1.5: {'met' if floor_ratio <= 1.5 else 'MISSED'}], "
-          f"avgpool/read-all {statistics.median(ratios['read-all']):.2f}")
+    print(
+        f"medians over {len(valid)} runs: job s "
+        + ", ".join(f"{n} {medians[n]:.2f}" for n in names)
+        + f"; avgpool/floor {floor_ratio:.2f} [target <= 1.5: {'met' if floor_ratio <= 1.5 else 'MISSED'}], "
+        f"avgpool/read-all {statistics.median(ratios['read-all']):.2f}"
+    )
 
     v = run_child(["--job", "verify", *common])
     print(f"\nverify: output {v['out_shape']} in chunks {v['out_chunks']}")
     for c in v["checks"]:
-        print(f"  outputs {c['outputs']} (region pads {c['pads']}, {c['shape']}): "
-              f"{'bit-identical' if c['bit_identical'] else 'DIFFERENT'} to avgpool.average_pool in numpy")
+        print(
+            f"  outputs {c['outputs']} (region pads {c['pads']}, {c['shape']}): "
+            f"{'bit-identical' if c['bit_identical'] else 'DIFFERENT'} to avgpool.average_pool in numpy"
+        )
         ok &= c["bit_identical"]
     if args.clean:
         shutil.rmtree(args.dir)

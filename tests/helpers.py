@@ -25,8 +25,9 @@ def ulp(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.exp2(exponent - finfo.nmant)
 
 
-def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.ndarray, taps: int,
-                          context: str = "") -> None:
+def assert_close_to_exact(
+    got: np.ndarray, exact: np.ndarray, abs_average: np.ndarray, taps: int, context: str = ""
+) -> None:
     """``got`` (any float dtype) against the exact average ``exact`` (float64).
 
     Allowed: one ulp of the output dtype (the final rounding) plus what a float64 accumulation
@@ -47,7 +48,8 @@ def assert_close_to_exact(got: np.ndarray, exact: np.ndarray, abs_average: np.nd
         bad = finite & ~(np.abs(got64 - exact) <= tolerance)
     assert not bad.any(), (
         f"{int(bad.sum())} values off {context}\n got {got64[bad][:5]}\n ref {exact[bad][:5]}\n "
-        f"tol {tolerance[bad][:5]}")
+        f"tol {tolerance[bad][:5]}"
+    )
 
 
 # Runs every kind of first call and prints, as JSON, how many avgpool kernels numba compiled, a
@@ -112,8 +114,9 @@ BATTERY = textwrap.dedent("""
 """)
 
 
-def run_battery(tmp_path: Path, kinds: list[str] | None = None, *, pytest_first: list[str] | None = None,
-                **env: str) -> dict:
+def run_battery(
+    tmp_path: Path, kinds: list[str] | None = None, *, pytest_first: list[str] | None = None, **env: str
+) -> dict:
     """Run :data:`BATTERY` in a new process with ``NUMBA_CACHE_DIR`` under ``tmp_path`` and ``env``:
     its JSON, plus its stderr and stdout. ``pytest_first``: pytest's arguments for tests run in that
     same process before the battery (stopping it if they fail), so that the battery reuses the
@@ -123,7 +126,8 @@ def run_battery(tmp_path: Path, kinds: list[str] | None = None, *, pytest_first:
     code = BATTERY
     if pytest_first is not None:
         code = f"import pytest\nstatus = pytest.main({pytest_first!r})\nif status:\n    sys.exit(int(status))\n" + code
-    result = subprocess.run([sys.executable, "-c", code, json.dumps(kinds)], env=environment, capture_output=True,
-                            text=True, timeout=1500)
+    result = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(kinds)], env=environment, capture_output=True, text=True, timeout=1500
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1]) | {"stderr": result.stderr, "stdout": result.stdout}

@@ -44,7 +44,7 @@ def test_python_functions_read_empty_auto_pad_as_notset(opset):
 
 
 def test_empty_auto_pad_with_pads_is_not_an_auto_pad():
-    """"" is NOTSET, so non-zero pads with it are allowed (they would be refused with SAME/VALID)."""
+    """ "" is NOTSET, so non-zero pads with it are allowed (they would be refused with SAME/VALID)."""
     x = _x()
     with pytest.raises(avgpool.AvgPoolError, match="explicit pads cannot be used"):
         avgpool.average_pool(x, [3, 3], pads=[1, 1, 1, 1], auto_pad="VALID")
@@ -55,10 +55,16 @@ def test_empty_auto_pad_with_pads_is_not_an_auto_pad():
 def test_qlinear_reads_empty_auto_pad_as_notset(channels_last):
     q = np.random.default_rng(3).integers(0, 256, (2, 7, 6, 3), dtype=np.uint8)
     args = (q, 0.1, 128, 0.2, 100, [3, 2])
-    kwargs = {"strides": [2, 1], "pads": [1, 0, 1, 1], "ceil_mode": 1, "count_include_pad": 1,
-              "channels_last": channels_last}
-    np.testing.assert_array_equal(qlinear_average_pool(*args, auto_pad="", **kwargs),
-                                  qlinear_average_pool(*args, auto_pad="NOTSET", **kwargs))
+    kwargs = {
+        "strides": [2, 1],
+        "pads": [1, 0, 1, 1],
+        "ceil_mode": 1,
+        "count_include_pad": 1,
+        "channels_last": channels_last,
+    }
+    np.testing.assert_array_equal(
+        qlinear_average_pool(*args, auto_pad="", **kwargs), qlinear_average_pool(*args, auto_pad="NOTSET", **kwargs)
+    )
 
 
 # ---------------------------------------------------------------- ONNX models, against onnxruntime
@@ -72,26 +78,46 @@ def _average_pool_model(opset: int, shape: tuple[int, ...]):
 
     node = helper.make_node("AveragePool", ["x"], ["y"], auto_pad="", **_attributes(opset))
     assert node.attribute[0].name == "auto_pad" and node.attribute[0].s == b""  # really written, not left out
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
 def _qlinear_model(shape: tuple[int, ...]):
     from onnx import TensorProto, helper
 
-    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
-                            auto_pad="", kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1], ceil_mode=1,
-                            count_include_pad=1)
-    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
-             helper.make_tensor("xz", TensorProto.UINT8, [], [128]),
-             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
-             helper.make_tensor("yz", TensorProto.UINT8, [], [100])]
-    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
-                                                   helper.make_opsetid("com.microsoft", 1)],
-                             ir_version=8)
+    node = helper.make_node(
+        "QLinearAveragePool",
+        ["x", "xs", "xz", "ys", "yz"],
+        ["y"],
+        domain="com.microsoft",
+        auto_pad="",
+        kernel_shape=[3, 2],
+        strides=[2, 1],
+        pads=[1, 0, 1, 1],
+        ceil_mode=1,
+        count_include_pad=1,
+    )
+    inits = [
+        helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
+        helper.make_tensor("xz", TensorProto.UINT8, [], [128]),
+        helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
+        helper.make_tensor("yz", TensorProto.UINT8, [], [100]),
+    ]
+    graph = helper.make_graph(
+        [node],
+        "q",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+        initializer=inits,
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)], ir_version=8
+    )
 
 
 # onnxruntime has no AveragePool-1 kernel: opset 1 is compared with avgpool's NOTSET result only.

@@ -29,10 +29,20 @@ def test_kernels_stay_in_bounds_and_match_the_shipped_ones(tmp_path):
     # without changing a result bit (IEEE arithmetic in the same order; no fast-math anywhere
     # but the reassociated contiguous sum, whose order the battery checks). The subset and the
     # battery (every dtype and kernel family) run in one process, so that they compile once.
-    subset = ["-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist", *[str(TESTS / name) for name in SUBSET],
-              "-k", "not boundscheck"]
-    compiled_here = run_battery(tmp_path, pytest_first=subset, NUMBA_BOUNDSCHECK="1", NUMBA_OPT="0",
-                                AVGPOOL_EXAMPLES="40")
+    subset = [
+        "-q",
+        "-x",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        *[str(TESTS / name) for name in SUBSET],
+        "-k",
+        "not boundscheck",
+    ]
+    compiled_here = run_battery(
+        tmp_path, pytest_first=subset, NUMBA_BOUNDSCHECK="1", NUMBA_OPT="0", AVGPOOL_EXAMPLES="40"
+    )
     assert " passed" in compiled_here["stdout"]
     if jit.shipped_levels():
         assert compiled_here["digest"] == run_battery(tmp_path / "shipped")["digest"]
@@ -43,4 +53,5 @@ def test_the_bounds_check_ran_on_the_kernels_as_they_are():
     recorded = RECORD.read_text().strip() if RECORD.exists() else "nothing"
     assert recorded == jit.sources_stamp().hex(), (
         "a kernel changed since the bounds check last passed: run `python3 run.py test -m slow`, "
-        f"which records the kernels' stamp in {RECORD.name}")
+        f"which records the kernels' stamp in {RECORD.name}"
+    )

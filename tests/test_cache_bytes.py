@@ -83,8 +83,12 @@ def test_caches_keep_little_once_the_result_is_freed():
     report = json.loads(run.stdout.strip().splitlines()[-1])
     # before the bounds (MiB still allocated): 576, 72, 640 and 413; since, under 1 and the byte
     # budget of the caches for the 150 shapes
-    for case, bound in (("serial 1-D", 16 * MIB), ("threaded 1-D", 16 * MIB), ("exact 1-D", 16 * MIB),
-                        ("150 shapes", caches.CACHE_BYTES + 16 * MIB)):
+    for case, bound in (
+        ("serial 1-D", 16 * MIB),
+        ("threaded 1-D", 16 * MIB),
+        ("exact 1-D", 16 * MIB),
+        ("150 shapes", caches.CACHE_BYTES + 16 * MIB),
+    ):
         traced, resident, correct = report[case]
         assert correct, case
         assert traced < bound, f"{case}: {traced / MIB:.0f} MiB still allocated after the result was freed"
@@ -121,7 +125,6 @@ def test_bounded_cache_drops_the_least_recently_used_by_count_and_bytes():
 def test_held_bytes_counts_a_prepared_pool_s_tables():
     x = np.ones((1, 1, 100_000), np.float32)
     avgpool.AveragePool([3], strides=[1])(x)
-    prepared = next(value for value, _ in engine.prepare._values.values()
-                    if value.out_shape == (1, 1, 99_998))
+    prepared = next(value for value, _ in engine.prepare._values.values() if value.out_shape == (1, 1, 99_998))
     assert 48 * 99_998 <= caches.held_bytes(prepared) <= 80 * 100_000
     assert caches.held_bytes(avgpool) == 0

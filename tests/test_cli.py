@@ -60,16 +60,34 @@ def test_demo():
 def test_shape_in_every_dialect():
     assert run(["shape", "1x3x32x32", "-k", "3,3", "-s", "2,2", "--ceil-mode"]) == (0, "1x3x16x16\n")
     assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode"]) == (0, "1x1x1\n")
-    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode",
-                "--dialect", "openvino"]) == (0, "1x1x2\n")
-    assert run(["shape", "1x1x5", "-k", "1", "-s", "3", "--auto-pad", "same_upper", "--rounding-type", "ceil",
-                "--dialect", "openvino"]) == (0, "1x1x3\n")
+    assert run(["shape", "1x1x2", "-k", "3", "-s", "3", "-p", "1,1", "--ceil-mode", "--dialect", "openvino"]) == (
+        0,
+        "1x1x2\n",
+    )
+    assert run(
+        [
+            "shape",
+            "1x1x5",
+            "-k",
+            "1",
+            "-s",
+            "3",
+            "--auto-pad",
+            "same_upper",
+            "--rounding-type",
+            "ceil",
+            "--dialect",
+            "openvino",
+        ]
+    ) == (0, "1x1x3\n")
 
 
 def test_shape_onednn_defaults_to_channels_last():
     assert run(["shape", "1x8x6x3", "-k", "2,2", "-s", "2,2", "--dialect", "onednn"]) == (0, "1x4x3x3\n")
-    assert run(["shape", "1x3x8x6", "-k", "2,2", "-s", "2,2", "--dialect", "onednn",
-                "--layout", "NCX"]) == (0, "1x3x4x3\n")
+    assert run(["shape", "1x3x8x6", "-k", "2,2", "-s", "2,2", "--dialect", "onednn", "--layout", "NCX"]) == (
+        0,
+        "1x3x4x3\n",
+    )
 
 
 @pytest.mark.parametrize("command", [[], ["demo"], ["shape"], ["explain"], ["pool"], ["run"]])
@@ -84,11 +102,27 @@ def test_help_has_examples(command, capsys):
 
 
 def test_pool_npy_matches_the_api(tmp_path, x):
-    code, text = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "3,2", "-s", "2,2", "-p", "1,0,1,1",
-                      "--ceil-mode", "--count-include-pad", "--opset", "19"])
+    code, text = run(
+        [
+            "pool",
+            tmp_path / "x.npy",
+            tmp_path / "y.npy",
+            "-k",
+            "3,2",
+            "-s",
+            "2,2",
+            "-p",
+            "1,0,1,1",
+            "--ceil-mode",
+            "--count-include-pad",
+            "--opset",
+            "19",
+        ]
+    )
     assert code == 0 and "-> ONNX AveragePool-19" in text
-    expected = avgpool.average_pool(x, [3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1, count_include_pad=1,
-                                    opset=19)
+    expected = avgpool.average_pool(
+        x, [3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1, count_include_pad=1, opset=19
+    )
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
@@ -112,8 +146,7 @@ def test_pool_large_npy_is_memory_mapped_and_written_batch_by_batch(tmp_path):
     assert not isinstance(avgpool.cli.files.read_tensor(tmp_path / "big.npy").array, np.memmap)
     with tuning.tuned(mmap_input_bytes=1024):
         assert isinstance(avgpool.cli.files.read_tensor(tmp_path / "big.npy").array, np.memmap)
-        assert run(["pool", tmp_path / "big.npy", tmp_path / "out.npy", "-k", "3,3", "--batch-size", "4",
-                    "-q"])[0] == 0
+        assert run(["pool", tmp_path / "big.npy", tmp_path / "out.npy", "-k", "3,3", "--batch-size", "4", "-q"])[0] == 0
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), avgpool.average_pool(array, [3, 3]))
 
 
@@ -178,12 +211,31 @@ def test_pool_grayscale_jpeg_in(tmp_path):
 def test_pool_openvino(tmp_path, x):
     import avgpool.openvino
 
-    code, text = run(["pool", tmp_path / "x.npy", tmp_path / "y.npy", "--dialect", "openvino", "-k", "3,3",
-                      "-s", "2,2", "--pads-begin", "1,1", "--pads-end", "1,1", "--rounding-type", "ceil",
-                      "--exclude-pad", "false"])
+    code, text = run(
+        [
+            "pool",
+            tmp_path / "x.npy",
+            tmp_path / "y.npy",
+            "--dialect",
+            "openvino",
+            "-k",
+            "3,3",
+            "-s",
+            "2,2",
+            "--pads-begin",
+            "1,1",
+            "--pads-end",
+            "1,1",
+            "--rounding-type",
+            "ceil",
+            "--exclude-pad",
+            "false",
+        ]
+    )
     assert code == 0 and "OpenVINO AvgPool-16" in text
-    expected = avgpool.openvino.avg_pool(x, [3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1],
-                                         rounding_type="ceil", exclude_pad=False)
+    expected = avgpool.openvino.avg_pool(
+        x, [3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1], rounding_type="ceil", exclude_pad=False
+    )
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
@@ -192,26 +244,60 @@ def test_pool_qlinear(tmp_path):
 
     q = np.random.default_rng(3).integers(0, 256, size=(3, 2, 6, 6), dtype=np.uint8)
     np.save(tmp_path / "q.npy", q)
-    code, _ = run(["pool", tmp_path / "q.npy", tmp_path / "y.npy", "--dialect", "qlinear", "-k", "3,3", "-p", "1,1,1,1",
-                   "--x-scale", "0.1", "--x-zero-point", "95", "--y-scale", "0.2", "--y-zero-point", "115",
-                   "--count-include-pad", "--batch-size", "2"])
+    code, _ = run(
+        [
+            "pool",
+            tmp_path / "q.npy",
+            tmp_path / "y.npy",
+            "--dialect",
+            "qlinear",
+            "-k",
+            "3,3",
+            "-p",
+            "1,1,1,1",
+            "--x-scale",
+            "0.1",
+            "--x-zero-point",
+            "95",
+            "--y-scale",
+            "0.2",
+            "--y-zero-point",
+            "115",
+            "--count-include-pad",
+            "--batch-size",
+            "2",
+        ]
+    )
     assert code == 0
-    expected = qlinear_average_pool(q, np.float32(0.1), np.uint8(95), np.float32(0.2), np.uint8(115), [3, 3],
-                                    pads=[1, 1, 1, 1], count_include_pad=1)
+    expected = qlinear_average_pool(
+        q, np.float32(0.1), np.uint8(95), np.float32(0.2), np.uint8(115), [3, 3], pads=[1, 1, 1, 1], count_include_pad=1
+    )
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
 def test_pool_onednn(tmp_path, x, capsys):
-    argv = ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "--dialect", "onednn", "--layout", "NCX", "-k", "2,2",
-            "-s", "2,2"]
+    argv = [
+        "pool",
+        tmp_path / "x.npy",
+        tmp_path / "y.npy",
+        "--dialect",
+        "onednn",
+        "--layout",
+        "NCX",
+        "-k",
+        "2,2",
+        "-s",
+        "2,2",
+    ]
     if not HAS_ONEDNN:
         fails(capsys, argv, "oneDNN dialect is not available")
         return
     import avgpool.onednn
 
     assert run(argv)[0] == 0
-    expected = avgpool.onednn.avg_pool(x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0],
-                                       exclude_pad=True, data_format="NCX")
+    expected = avgpool.onednn.avg_pool(
+        x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=True, data_format="NCX"
+    )
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
 
 
@@ -264,11 +350,12 @@ def test_npy_headers_of_every_version_and_hostile_shapes(tmp_path, capsys):
     code, _ = run(["pool", tmp_path / "v3.npy", tmp_path / "y.npy", "-k", "2,2"])
     assert code == 0 and np.load(tmp_path / "y.npy").item() == 1.5
     for name, version, header, needle in [
-            ("v9.npy", (9, 0), good, "format version 9.0"),
-            ("bool.npy", (1, 0), {**good, "shape": (True, 1, 2, 2)}, "is not a tuple of non-negative integers"),
-            ("negative.npy", (2, 0), {**good, "shape": (-1, 1, 2, 2)}, "is not a tuple of non-negative integers"),
-            ("extra.npy", (3, 0), {**good, "x": 1}, "is not a dictionary of descr, fortran_order and shape"),
-            ("code.npy", (3, 0), "__import__('os').getcwd()", "is not a dictionary")]:
+        ("v9.npy", (9, 0), good, "format version 9.0"),
+        ("bool.npy", (1, 0), {**good, "shape": (True, 1, 2, 2)}, "is not a tuple of non-negative integers"),
+        ("negative.npy", (2, 0), {**good, "shape": (-1, 1, 2, 2)}, "is not a tuple of non-negative integers"),
+        ("extra.npy", (3, 0), {**good, "x": 1}, "is not a dictionary of descr, fortran_order and shape"),
+        ("code.npy", (3, 0), "__import__('os').getcwd()", "is not a dictionary"),
+    ]:
         (tmp_path / name).write_bytes(_npy_bytes(version, header, data))
         fails(capsys, ["pool", tmp_path / name, tmp_path / "z.npy", "-k", "2,2"], "not a valid .npy file", needle)
     assert not (tmp_path / "z.npy").exists()
@@ -279,8 +366,11 @@ def test_an_npz_with_two_members_for_one_array_is_refused(tmp_path, x, capsys):
     with zipfile.ZipFile(tmp_path / "two.npz", "w") as archive:
         archive.writestr("x.npy", data)
         archive.writestr("x", data[:-4])  # np.load would call both of them "x"
-    fails(capsys, ["pool", tmp_path / "two.npz", tmp_path / "y.npy", "-k", "2,2"],
-          "holds two members for the array 'x': 'x.npy' and 'x'")
+    fails(
+        capsys,
+        ["pool", tmp_path / "two.npz", tmp_path / "y.npy", "-k", "2,2"],
+        "holds two members for the array 'x': 'x.npy' and 'x'",
+    )
 
 
 def test_malformed_npz_and_images(tmp_path, x, capsys):
@@ -309,8 +399,9 @@ def _png16(path, colour_type: int, samples: int, value: int = 258) -> None:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", 4, 4, 16, colour_type, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * 4))
-                     + chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(row * 4)) + chunk(b"IEND", b"")
+    )
 
 
 def test_16_bit_pngs_keep_their_values_or_are_refused(tmp_path, capsys):
@@ -347,18 +438,33 @@ def test_wrong_shapes_and_extensions(tmp_path, x, capsys):
     (tmp_path / "x.txt").write_text("1 2 3")
     fails(capsys, ["pool", tmp_path / "x.txt", tmp_path / "y.npy", "-k", "2,2"], "unknown extension '.txt'")
     fails(capsys, ["pool", tmp_path / "missing.npy", tmp_path / "y.npy", "-k", "2,2"], "no such file")
-    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1"],
-          "2 values per spatial axis")
-    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1,1", "--pads-begin", "1,1"],
-          "not both")
+    fails(
+        capsys,
+        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1"],
+        "2 values per spatial axis",
+    )
+    fails(
+        capsys,
+        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "-p", "1,1,1,1", "--pads-begin", "1,1"],
+        "not both",
+    )
     # the values as typed, not the flat ONNX pads they are joined into
-    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--pads-begin", "1"],
-          "--pads-begin has 1 value [1] but --kernel has 2: one value per spatial axis")
-    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--pads-begin", "1,1", "--pads-end",
-                   "1,1,1"], "--pads-end has 3 values [1, 1, 1]")
+    fails(
+        capsys,
+        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--pads-begin", "1"],
+        "--pads-begin has 1 value [1] but --kernel has 2: one value per spatial axis",
+    )
+    fails(
+        capsys,
+        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--pads-begin", "1,1", "--pads-end", "1,1,1"],
+        "--pads-end has 3 values [1, 1, 1]",
+    )
     fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "qlinear"], "uint8")
-    fails(capsys, ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino",
-                   "--layout", "NXC"], "NCX only")
+    fails(
+        capsys,
+        ["pool", tmp_path / "x.npy", tmp_path / "y.npy", "-k", "2,2", "--dialect", "openvino", "--layout", "NXC"],
+        "NCX only",
+    )
 
 
 # ---------------------------------------------------------------- run
@@ -368,8 +474,12 @@ def _pool_model(opset: int, **attributes):
     from onnx import TensorProto, helper
 
     node = helper.make_node("AveragePool", ["x"], ["y"], **attributes)
-    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 5])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -379,8 +489,9 @@ def test_run_model_with_inputs_outputs_and_check(tmp_path, capsys):
     onnx.save(_pool_model(11, kernel_shape=[3], pads=[1, 1], count_include_pad=1), tmp_path / "m.onnx")
     x = np.arange(1, 11, dtype=np.float32).reshape(2, 1, 5)
     np.save(tmp_path / "x.npy", x)
-    code, text = run(["run", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir",
-                      tmp_path / "out", "--check"])
+    code, text = run(
+        ["run", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out", "--check"]
+    )
     assert code == 0, text
     y = np.load(tmp_path / "out" / "y.npy")
     np.testing.assert_allclose(y[0, 0], [1, 2, 3, 4, 3], rtol=1e-6)
@@ -426,21 +537,31 @@ def test_run_check_counts_the_values_that_differ(tmp_path):
     import onnx
     from onnx import TensorProto, helper
 
-    nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["x"]),
-             helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[4], strides=[4]),
-             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["y"])]
-    scalars = [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]),
-               helper.make_tensor("z", TensorProto.UINT8, [], [0])]
-    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("q", TensorProto.UINT8, [1, 1, 4000])],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=scalars)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["x"]),
+        helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[4], strides=[4]),
+        helper.make_node("QuantizeLinear", ["p", "s", "z"], ["y"]),
+    ]
+    scalars = [
+        helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]),
+        helper.make_tensor("z", TensorProto.UINT8, [], [0]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "qdq",
+        [helper.make_tensor_value_info("q", TensorProto.UINT8, [1, 1, 4000])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+        initializer=scalars,
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9), tmp_path / "m.onnx")
     q = np.random.default_rng(0).integers(0, 256, (1, 1, 4000)).astype(np.uint8)
     np.save(tmp_path / "q.npy", q)
     code, text = run(["run", tmp_path / "m.onnx", "-i", f"q={tmp_path / 'q.npy'}", "-o", tmp_path / "out", "--check"])
     scale = np.float32(0.1)
     averages = (q.astype(np.float32) * scale).astype(np.float64).reshape(-1, 4).mean(axis=1).astype(np.float32)
-    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy").reshape(-1),
-                                  np.clip(np.rint(averages / scale), 0, 255).astype(np.uint8))
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "out" / "y.npy").reshape(-1), np.clip(np.rint(averages / scale), 0, 255).astype(np.uint8)
+    )
     assert code == 1
     assert re.search(r"check y against onnxruntime: .*\[DIFFERENT: [1-9]\d* of 1000 values at", text), text
 
@@ -462,17 +583,24 @@ def test_run_inputs_outputs_and_opset_refusals(tmp_path, capsys):
     from onnx import TensorProto, helper
 
     sequence = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
-    graph = helper.make_graph([helper.make_node("SequenceAt", ["s", "i"], ["x"]),
-                               helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2])], "g", [sequence],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [helper.make_tensor("i", TensorProto.INT64, [], [0])])
+    graph = helper.make_graph(
+        [
+            helper.make_node("SequenceAt", ["s", "i"], ["x"]),
+            helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2]),
+        ],
+        "g",
+        [sequence],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor("i", TensorProto.INT64, [], [0])],
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8), tmp_path / "s.onnx")
     fails(capsys, ["run", tmp_path / "s.onnx"], "input 's' is not a tensor (sequence_type)")
     onnx.save(_pool_model(11, kernel_shape=[3]), tmp_path / "m.onnx")
     fails(capsys, ["run", tmp_path / "m.onnx", "--opset", "0"], "`opset` is 0")
     # outputs Y, y and y_2: y_2 keeps its file, y (Y's on a case-insensitive disk) takes y_3
-    nodes = [helper.make_node("AveragePool", ["x"], [name], kernel_shape=[k]) for name, k in (("Y", 2), ("y", 1),
-                                                                                              ("y_2", 3))]
+    nodes = [
+        helper.make_node("AveragePool", ["x"], [name], kernel_shape=[k]) for name, k in (("Y", 2), ("y", 1), ("y_2", 3))
+    ]
     outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("Y", "y", "y_2")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])], outputs)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8), tmp_path / "o.onnx")
@@ -487,8 +615,12 @@ def test_run_a_model_with_a_node_the_evaluator_has_no_implementation_of(tmp_path
     from onnx import TensorProto, helper
 
     node = helper.make_node("NoSuchPool", ["x"], ["y"], domain="com.example")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.example", 1)])
     onnx.save(model, tmp_path / "m.onnx")
     capsys.readouterr()
@@ -504,13 +636,34 @@ def test_run_a_model_with_a_node_the_evaluator_has_no_implementation_of(tmp_path
 
 def test_real_subprocess(tmp_path, x):
     env = dict(os.environ, PYTHONWARNINGS="error")
-    done = subprocess.run([sys.executable, "-m", "avgpool", "pool", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"),
-                           "-k", "2,2", "-s", "2,2"], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "avgpool",
+            "pool",
+            str(tmp_path / "x.npy"),
+            str(tmp_path / "y.npy"),
+            "-k",
+            "2,2",
+            "-s",
+            "2,2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), avgpool.average_pool(x, [2, 2], strides=[2, 2]))
     np.save(tmp_path / "obj.npy", np.array([None], dtype=object), allow_pickle=True)
-    done = subprocess.run([sys.executable, "-m", "avgpool", "pool", str(tmp_path / "obj.npy"), str(tmp_path / "z.npy"),
-                           "-k", "1"], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "avgpool", "pool", str(tmp_path / "obj.npy"), str(tmp_path / "z.npy"), "-k", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("avgpool pool: error:") and "Traceback" not in done.stderr
     assert done.stdout == ""
@@ -529,12 +682,14 @@ def test_warmup_reports_each_kind_and_where_kernels_are_kept():
 def test_the_program_freezes_the_collector_after_every_other_exit_handler(program):
     # the program's exit skips the interpreter's collections over numba's objects (0.3 s of a
     # 1.3 s command); main() called as a library function leaves the caller's collector alone
-    script = ("import atexit, gc, sys\n"
-              "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
-              "from avgpool.cli import main\n"
-              "sys.argv = ['avgpool', 'shape', '1x1x4', '-k', '2']\n"
-              f"code = main({'' if program else 'sys.argv[1:]'})\n"
-              "print('frozen before exit:', gc.get_freeze_count() > 0)\n")
+    script = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+        "from avgpool.cli import main\n"
+        "sys.argv = ['avgpool', 'shape', '1x1x4', '-k', '2']\n"
+        f"code = main({'' if program else 'sys.argv[1:]'})\n"
+        "print('frozen before exit:', gc.get_freeze_count() > 0)\n"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["1x1x3", "frozen before exit: False", f"frozen at exit: {program}"]

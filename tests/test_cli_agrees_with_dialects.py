@@ -26,8 +26,12 @@ from avgpool.cli.flags import UsageError
 from avgpool.dialect_registry import DIALECTS, Settings
 
 # every spelling the CLI accepts, and each dialect's own
-_AUTO_PAD_FLAGS = {"NOTSET": ["NOTSET", "explicit", "None", ""], "SAME_UPPER": ["SAME_UPPER", "same_upper"],
-                   "SAME_LOWER": ["SAME_LOWER", "same_lower"], "VALID": ["VALID", "valid"]}
+_AUTO_PAD_FLAGS = {
+    "NOTSET": ["NOTSET", "explicit", "None", ""],
+    "SAME_UPPER": ["SAME_UPPER", "same_upper"],
+    "SAME_LOWER": ["SAME_LOWER", "same_lower"],
+    "VALID": ["VALID", "valid"],
+}
 _OPENVINO_AUTO_PAD = {"NOTSET": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}
 _ONEDNN_AUTO_PAD = {"NOTSET": "None", "SAME_UPPER": "SAME_UPPER", "SAME_LOWER": "SAME_LOWER", "VALID": "VALID"}
 
@@ -49,8 +53,15 @@ class Config:
     channels_last: bool
 
     def flags(self) -> list[str]:
-        args = ["--dialect", self.dialect, "-k", _csv(self.kernel), f"--auto-pad={self.auto_pad_flag}",
-                "--layout", "NXC" if self.channels_last else "NCX"]
+        args = [
+            "--dialect",
+            self.dialect,
+            "-k",
+            _csv(self.kernel),
+            f"--auto-pad={self.auto_pad_flag}",
+            "--layout",
+            "NXC" if self.channels_last else "NCX",
+        ]
         args += ["-s", _csv(self.strides)] if self.strides else []
         args += ["-d", _csv(self.dilations)] if self.dilations else []
         args += ["--pads-begin", _csv(self.pads[0]), "--pads-end", _csv(self.pads[1])] if self.pads else []
@@ -64,20 +75,43 @@ class Config:
         """The public function, with its own spelling of the attributes."""
         begin, end = self.pads or (None, None)
         if self.dialect == "onnx":
-            return avgpool.average_pool(x, self.kernel, strides=self.strides, pads=None if self.pads is None else
-                                        begin + end, auto_pad=self.auto_pad, ceil_mode=self.rounding == "ceil",
-                                        count_include_pad=self.include_pad, dilations=self.dilations,
-                                        opset=self.opset, layout="NXC" if self.channels_last else "NCX")
+            return avgpool.average_pool(
+                x,
+                self.kernel,
+                strides=self.strides,
+                pads=None if self.pads is None else begin + end,
+                auto_pad=self.auto_pad,
+                ceil_mode=self.rounding == "ceil",
+                count_include_pad=self.include_pad,
+                dilations=self.dilations,
+                opset=self.opset,
+                layout="NXC" if self.channels_last else "NCX",
+            )
         if self.dialect == "openvino":
-            return avgpool.openvino.avg_pool(x, self.kernel, exclude_pad=not self.include_pad, strides=self.strides,
-                                             pads_begin=begin, pads_end=end, rounding_type=self.rounding,
-                                             auto_pad=_OPENVINO_AUTO_PAD[self.auto_pad], dilations=self.dilations,
-                                             version=self.version)
+            return avgpool.openvino.avg_pool(
+                x,
+                self.kernel,
+                exclude_pad=not self.include_pad,
+                strides=self.strides,
+                pads_begin=begin,
+                pads_end=end,
+                rounding_type=self.rounding,
+                auto_pad=_OPENVINO_AUTO_PAD[self.auto_pad],
+                dilations=self.dilations,
+                version=self.version,
+            )
         n = len(self.kernel)  # oneDNN's strides and pads are required attributes
-        return avgpool.onednn.avg_pool(x, self.kernel, strides=self.strides or [1] * n, pads_begin=begin or [0] * n,
-                                       pads_end=end or [0] * n, exclude_pad=not self.include_pad,
-                                       rounding_type=self.rounding, auto_pad=_ONEDNN_AUTO_PAD[self.auto_pad],
-                                       data_format="NXC" if self.channels_last else "NCX")
+        return avgpool.onednn.avg_pool(
+            x,
+            self.kernel,
+            strides=self.strides or [1] * n,
+            pads_begin=begin or [0] * n,
+            pads_end=end or [0] * n,
+            exclude_pad=not self.include_pad,
+            rounding_type=self.rounding,
+            auto_pad=_ONEDNN_AUTO_PAD[self.auto_pad],
+            data_format="NXC" if self.channels_last else "NCX",
+        )
 
 
 def _csv(values) -> str:
@@ -97,16 +131,25 @@ def _config(rng) -> Config:
     shape = (batch, *spatial, channels) if channels_last else (batch, channels, *spatial)
     auto_pad = str(rng.choice(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
     return Config(
-        dialect, shape, kernel=[int(rng.integers(1, 5)) for _ in range(n)],
+        dialect,
+        shape,
+        kernel=[int(rng.integers(1, 5)) for _ in range(n)],
         strides=_maybe(rng, 0.8, lambda: [int(rng.integers(1, 4)) for _ in range(n)]),
         # all-ones dilations too: given is not absent where the attribute does not exist
         dilations=_maybe(rng, 0.4, lambda: [int(rng.choice([1, 1, 2, 3])) for _ in range(n)]),
-        pads=_maybe(rng, 0.6 if auto_pad == "NOTSET" else 0.15,
-                    lambda: tuple([int(rng.integers(0, 4)) for _ in range(n)] for _ in range(2))),
-        auto_pad=auto_pad, auto_pad_flag=str(rng.choice(_AUTO_PAD_FLAGS[auto_pad])),
+        pads=_maybe(
+            rng,
+            0.6 if auto_pad == "NOTSET" else 0.15,
+            lambda: tuple([int(rng.integers(0, 4)) for _ in range(n)] for _ in range(2)),
+        ),
+        auto_pad=auto_pad,
+        auto_pad_flag=str(rng.choice(_AUTO_PAD_FLAGS[auto_pad])),
         rounding=str(rng.choice(["floor", "ceil"] if dialect != "openvino" else ["floor", "ceil", "ceil_torch"])),
-        include_pad=bool(rng.integers(0, 2)), opset=int(rng.choice([1, 7, 10, 11, 13, 19, 22])),
-        version=int(rng.choice([1, 14, 16])), channels_last=channels_last)
+        include_pad=bool(rng.integers(0, 2)),
+        opset=int(rng.choice([1, 7, 10, 11, 13, 19, 22])),
+        version=int(rng.choice([1, 14, 16])),
+        channels_last=channels_last,
+    )
 
 
 def _configs(count: int, seed: int) -> list[Config]:
@@ -139,8 +182,9 @@ def _cli_shape(config: Config) -> tuple[int, ...] | None:
 
 
 def _explained_shape(config: Config) -> tuple[int, ...] | None:
-    code, text = _cli(["explain", "x".join(map(str, config.shape)), "--no-compare", "--max-windows", "2"]
-                      + config.flags())
+    code, text = _cli(
+        ["explain", "x".join(map(str, config.shape)), "--no-compare", "--max-windows", "2"] + config.flags()
+    )
     assert code in (0, 2)
     if code:
         return None
@@ -158,19 +202,27 @@ def test_explain_shows_what_the_function_returns(config):
     assert _explained_shape(config) == _function_shape(config), config.flags()
 
 
-@pytest.mark.parametrize("config", [c for c in _configs(300, 11) if c.dialect != "onnx"][:60],
-                         ids=lambda c: f"{c.dialect}-{c.shape}")
+@pytest.mark.parametrize(
+    "config", [c for c in _configs(300, 11) if c.dialect != "onnx"][:60], ids=lambda c: f"{c.dialect}-{c.shape}"
+)
 def test_chunked_pool_builds_the_functions_spec(config):
     """The zarr path pools with the registry's spec: the same shape or a refusal (an OpenVINO window
     with no input value is the whole-array function's alone, refused by the CLI with a usage error)."""
     from avgpool.shape import infer_output_shape
 
     begin, end = config.pads or (None, None)
-    settings = Settings(kernel=tuple(config.kernel), strides=config.strides and tuple(config.strides),
-                        dilations=config.dilations and tuple(config.dilations),
-                        pads_begin=begin and tuple(begin), pads_end=end and tuple(end),
-                        auto_pad=config.auto_pad, rounding=config.rounding, include_pad=config.include_pad,
-                        version=config.version, channels_last=config.channels_last)
+    settings = Settings(
+        kernel=tuple(config.kernel),
+        strides=config.strides and tuple(config.strides),
+        dilations=config.dilations and tuple(config.dilations),
+        pads_begin=begin and tuple(begin),
+        pads_end=end and tuple(end),
+        auto_pad=config.auto_pad,
+        rounding=config.rounding,
+        include_pad=config.include_pad,
+        version=config.version,
+        channels_last=config.channels_last,
+    )
     expected = _function_shape(config)
     try:
         spec, layout = cli_chunked._dialect_spec(config.dialect, settings, config.shape, np.dtype(np.float32))
@@ -184,24 +236,27 @@ def test_chunked_pool_builds_the_functions_spec(config):
     assert shape == expected
 
 
-@pytest.mark.parametrize(("argv", "printed"), [
-    # AvgPool-1 and -14 have no dilations, not even all ones (the function refuses [1])
-    ("1x1x5 -k 2 -d 1 --dialect openvino --version 1", None),
-    ("1x1x5 -k 2 -d 1 --dialect openvino --version 14", None),
-    ("1x1x5 -k 2 -d 1 --dialect openvino --version 16", "1x1x4"),
-    ("1x1x7 -k 2 -d 3 --dialect openvino --version 16 --auto-pad same_upper", "1x1x7"),
-    ("1x1x5 -k 2 --dialect openvino --version 15", None),  # no AvgPool-15
-    ("0x1x5 -k 2 --dialect openvino", None),  # OpenVINO refuses N = 0
-    ("1x5x1 -k 2 --dialect openvino --layout NXC", None),  # NCX only
-    ("1x1x4 -k 2 --opset 1 --count-include-pad", None),  # count_include_pad arrived in opset 7
-    ("1x1x4 -k 2 --opset 7 --count-include-pad", "1x1x3"),
-    ("1x1x5 -k 2 -d 2 --opset 18", None),  # dilations arrived in opset 19
-    ("1x4x1 -k 2 -d 1 --dialect onednn", "1x3x1"),
-    ("1x4x1 -k 2 -d 2 --dialect onednn", None),
-    ("1x5x1 -k 2 -s 2 --dialect onednn --rounding-type ceil --exclude-pad false", None),
-    ("1x5x1 -k 2 -s 2 --dialect onednn --rounding-type ceil_torch", None),
-    ("1x0x4 -k 2 --dialect qlinear", None),  # onnxruntime refuses C = 0
-])
+@pytest.mark.parametrize(
+    ("argv", "printed"),
+    [
+        # AvgPool-1 and -14 have no dilations, not even all ones (the function refuses [1])
+        ("1x1x5 -k 2 -d 1 --dialect openvino --version 1", None),
+        ("1x1x5 -k 2 -d 1 --dialect openvino --version 14", None),
+        ("1x1x5 -k 2 -d 1 --dialect openvino --version 16", "1x1x4"),
+        ("1x1x7 -k 2 -d 3 --dialect openvino --version 16 --auto-pad same_upper", "1x1x7"),
+        ("1x1x5 -k 2 --dialect openvino --version 15", None),  # no AvgPool-15
+        ("0x1x5 -k 2 --dialect openvino", None),  # OpenVINO refuses N = 0
+        ("1x5x1 -k 2 --dialect openvino --layout NXC", None),  # NCX only
+        ("1x1x4 -k 2 --opset 1 --count-include-pad", None),  # count_include_pad arrived in opset 7
+        ("1x1x4 -k 2 --opset 7 --count-include-pad", "1x1x3"),
+        ("1x1x5 -k 2 -d 2 --opset 18", None),  # dilations arrived in opset 19
+        ("1x4x1 -k 2 -d 1 --dialect onednn", "1x3x1"),
+        ("1x4x1 -k 2 -d 2 --dialect onednn", None),
+        ("1x5x1 -k 2 -s 2 --dialect onednn --rounding-type ceil --exclude-pad false", None),
+        ("1x5x1 -k 2 -s 2 --dialect onednn --rounding-type ceil_torch", None),
+        ("1x0x4 -k 2 --dialect qlinear", None),  # onnxruntime refuses C = 0
+    ],
+)
 def test_cli_runs(argv, printed, capsys):
     code, text = _cli(["shape"] + argv.split())
     assert (code, text) == ((0, printed + "\n") if printed else (2, "")), capsys.readouterr().err

@@ -55,12 +55,16 @@ def x(tmp_path) -> np.ndarray:
 
 # flags, the same as avgpool.average_pool attributes
 ATTRIBUTES = [
-    (["-k", "3,3", "-s", "2,2", "-p", "1,0,1,2", "--ceil-mode", "--count-include-pad"],
-     {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 2], "ceil_mode": 1, "count_include_pad": 1}),
+    (
+        ["-k", "3,3", "-s", "2,2", "-p", "1,0,1,2", "--ceil-mode", "--count-include-pad"],
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 2], "ceil_mode": 1, "count_include_pad": 1},
+    ),
     # float32 kernels of 5 and more go by the exact running sums, decided per slab
     (["-k", "5,5", "-p", "2,2,2,2"], {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
-    (["-k", "2,3", "-d", "2,1", "--auto-pad", "SAME_LOWER", "-s", "1,2"],
-     {"kernel_shape": [2, 3], "dilations": [2, 1], "auto_pad": "SAME_LOWER", "strides": [1, 2]}),
+    (
+        ["-k", "2,3", "-d", "2,1", "--auto-pad", "SAME_LOWER", "-s", "1,2"],
+        {"kernel_shape": [2, 3], "dilations": [2, 1], "auto_pad": "SAME_LOWER", "strides": [1, 2]},
+    ),
 ]
 
 
@@ -93,8 +97,9 @@ def test_progress_bar_on_stderr(tmp_path, x, capsys):
 
 def test_zarr_to_npy_and_npz(tmp_path, x):
     assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.npy", "-k", "3,2", "-s", "2,1", "-q"]) == (0, "")
-    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), avgpool.average_pool(x, [3, 2], strides=[2, 1]),
-                                  strict=True)
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "y.npy"), avgpool.average_pool(x, [3, 2], strides=[2, 1]), strict=True
+    )
     assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.npz", "-k", "3,2", "--output-key", "pooled", "-q"])[0] == 0
     with np.load(tmp_path / "y.npz") as archive:
         np.testing.assert_array_equal(archive["pooled"], avgpool.average_pool(x, [3, 2]), strict=True)
@@ -102,8 +107,9 @@ def test_zarr_to_npy_and_npz(tmp_path, x):
 
 def test_npy_to_zarr_in_the_chunks_asked_for(tmp_path, x):
     np.save(tmp_path / "x.npy", x)
-    assert run(["pool", tmp_path / "x.npy", tmp_path / "y.zarr", "-k", "2,2", "-s", "2,2", "--chunks", "1,3,4,4",
-                "-q"]) == (0, "")
+    assert run(
+        ["pool", tmp_path / "x.npy", tmp_path / "y.zarr", "-k", "2,2", "-s", "2,2", "--chunks", "1,3,4,4", "-q"]
+    ) == (0, "")
     y = zarr.open_array(str(tmp_path / "y.zarr"), mode="r")
     assert y.chunks == (1, 3, 2, 2)  # the output chunks follow the input's
     np.testing.assert_array_equal(y[...], avgpool.average_pool(x, [2, 2], strides=[2, 2]), strict=True)
@@ -112,8 +118,9 @@ def test_npy_to_zarr_in_the_chunks_asked_for(tmp_path, x):
 def test_chunks_override_the_stores_own(tmp_path, x):
     assert run(["pool", tmp_path / "x.zarr", tmp_path / "a.zarr", "-k", "2,2", "-s", "2,2", "-q"]) == (0, "")
     assert zarr.open_array(str(tmp_path / "a.zarr"), mode="r").chunks == (1, 2, 2, 2)  # the 2, 1, 2 of 3-wide tiles
-    assert run(["pool", tmp_path / "x.zarr", tmp_path / "b.zarr", "-k", "2,2", "-s", "2,2", "--chunks", "2,-1,6,10",
-                "-q"]) == (0, "")
+    assert run(
+        ["pool", tmp_path / "x.zarr", tmp_path / "b.zarr", "-k", "2,2", "-s", "2,2", "--chunks", "2,-1,6,10", "-q"]
+    ) == (0, "")
     b = zarr.open_array(str(tmp_path / "b.zarr"), mode="r")
     assert b.chunks == (2, 3, 3, 5)
     np.testing.assert_array_equal(b[...], avgpool.average_pool(x, [2, 2], strides=[2, 2]), strict=True)
@@ -121,8 +128,7 @@ def test_chunks_override_the_stores_own(tmp_path, x):
 
 def test_irregular_pooled_chunks_are_stored_regularly(tmp_path, x):
     # a 3-tap window's centre is one past its start: the first tile has one output fewer (3, 4, 1)
-    assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "-k", "3,3", "--chunks", "1,1,4,-1",
-                "-q"]) == (0, "")
+    assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "-k", "3,3", "--chunks", "1,1,4,-1", "-q"]) == (0, "")
     y = zarr.open_array(str(tmp_path / "y.zarr"), mode="r")
     assert y.chunks == (1, 1, 4, 8)
     np.testing.assert_array_equal(y[...], avgpool.average_pool(x, [3, 3]), strict=True)
@@ -148,11 +154,32 @@ def test_qlinear(tmp_path):
 
     q = np.random.default_rng(3).integers(0, 256, size=(2, 2, 9, 7), dtype=np.uint8)
     store(tmp_path / "q.zarr", q, (1, 1, 2, 3))
-    assert run(["pool", tmp_path / "q.zarr", tmp_path / "y.zarr", "--dialect", "qlinear", "-k", "3,3", "-p",
-                "1,1,1,1", "--x-scale", "0.1", "--x-zero-point", "95", "--y-scale", "0.2", "--y-zero-point", "115",
-                "--count-include-pad", "-q"]) == (0, "")
-    expected = qlinear_average_pool(q, np.float32(0.1), np.uint8(95), np.float32(0.2), np.uint8(115), [3, 3],
-                                    pads=[1, 1, 1, 1], count_include_pad=1)
+    assert run(
+        [
+            "pool",
+            tmp_path / "q.zarr",
+            tmp_path / "y.zarr",
+            "--dialect",
+            "qlinear",
+            "-k",
+            "3,3",
+            "-p",
+            "1,1,1,1",
+            "--x-scale",
+            "0.1",
+            "--x-zero-point",
+            "95",
+            "--y-scale",
+            "0.2",
+            "--y-zero-point",
+            "115",
+            "--count-include-pad",
+            "-q",
+        ]
+    ) == (0, "")
+    expected = qlinear_average_pool(
+        q, np.float32(0.1), np.uint8(95), np.float32(0.2), np.uint8(115), [3, 3], pads=[1, 1, 1, 1], count_include_pad=1
+    )
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...], expected, strict=True)
 
 
@@ -160,10 +187,29 @@ def test_openvino_where_it_is_some_onnx_pooling(tmp_path, x):
     import avgpool.openvino
 
     # exclude_pad false with pads: the whole kernel, which ONNX's count_include_pad gives without overhang
-    assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "--dialect", "openvino", "-k", "3,3", "-s", "2,2",
-                "--pads-begin", "1,1", "--pads-end", "1,1", "--exclude-pad", "false", "-q"]) == (0, "")
-    expected = avgpool.openvino.avg_pool(x, [3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1],
-                                         exclude_pad=False)
+    assert run(
+        [
+            "pool",
+            tmp_path / "x.zarr",
+            tmp_path / "y.zarr",
+            "--dialect",
+            "openvino",
+            "-k",
+            "3,3",
+            "-s",
+            "2,2",
+            "--pads-begin",
+            "1,1",
+            "--pads-end",
+            "1,1",
+            "--exclude-pad",
+            "false",
+            "-q",
+        ]
+    ) == (0, "")
+    expected = avgpool.openvino.avg_pool(
+        x, [3, 3], strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1], exclude_pad=False
+    )
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...], expected, strict=True)
 
 
@@ -178,9 +224,26 @@ def test_openvino_empty_windows_as_its_function_writes_them(tmp_path, x, chunks,
     # whole output
     expected = avgpool.openvino.avg_pool(x, [1, 1], strides=[stride, stride], exclude_pad=True, rounding_type="ceil")
     assert np.signbit(expected[expected == 0]).any() if stride == 4 else np.isnan(expected).any()
-    assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "--dialect", "openvino", "-k", "1,1", "-s",
-                f"{stride},{stride}", "--exclude-pad", "true", "--rounding-type", "ceil", "--chunks", chunks,
-                "-q"]) == (0, "")
+    assert run(
+        [
+            "pool",
+            tmp_path / "x.zarr",
+            tmp_path / "y.zarr",
+            "--dialect",
+            "openvino",
+            "-k",
+            "1,1",
+            "-s",
+            f"{stride},{stride}",
+            "--exclude-pad",
+            "true",
+            "--rounding-type",
+            "ceil",
+            "--chunks",
+            chunks,
+            "-q",
+        ]
+    ) == (0, "")
     got = zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...]
     assert got.dtype == expected.dtype and got.shape == expected.shape
     assert got.tobytes() == expected.tobytes()  # bit for bit: the signs of the zeros, the NaNs
@@ -190,16 +253,51 @@ def test_onednn_channels_last(tmp_path, x):
     onednn = pytest.importorskip("avgpool.onednn")
 
     # x read as N x H x W x C (oneDNN's default); exclude_pad false: the whole kernel, ONNX's count_include_pad here
-    assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "--dialect", "onednn", "-k", "2,3", "-s", "1,2",
-                "--pads-begin", "1,1", "--pads-end", "0,1", "--exclude-pad", "false", "--chunks", "1,2,2,3",
-                "-q"]) == (0, "")
+    assert run(
+        [
+            "pool",
+            tmp_path / "x.zarr",
+            tmp_path / "y.zarr",
+            "--dialect",
+            "onednn",
+            "-k",
+            "2,3",
+            "-s",
+            "1,2",
+            "--pads-begin",
+            "1,1",
+            "--pads-end",
+            "0,1",
+            "--exclude-pad",
+            "false",
+            "--chunks",
+            "1,2,2,3",
+            "-q",
+        ]
+    ) == (0, "")
     expected = onednn.avg_pool(x, [2, 3], strides=[1, 2], pads_begin=[1, 1], pads_end=[0, 1], exclude_pad=False)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...], expected, strict=True)
 
 
 def test_openvino_refusals_are_its_own(tmp_path, x, capsys):
-    fails(capsys, ["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "--dialect", "openvino", "-k", "3,3",
-                   "--pads-begin", "3,0", "--pads-end", "0,0"], "OpenVINO AvgPool-16", "pads_begin")
+    fails(
+        capsys,
+        [
+            "pool",
+            tmp_path / "x.zarr",
+            tmp_path / "y.zarr",
+            "--dialect",
+            "openvino",
+            "-k",
+            "3,3",
+            "--pads-begin",
+            "3,0",
+            "--pads-end",
+            "0,0",
+        ],
+        "OpenVINO AvgPool-16",
+        "pads_begin",
+    )
 
 
 # ---------------------------------------------------------------- errors and the existing output
@@ -218,8 +316,9 @@ def assert_old_store(path, old: np.ndarray) -> None:
 def test_existing_store_is_replaced_by_the_complete_result(tmp_path, x):
     old_store(tmp_path / "y.zarr")
     assert run(["pool", tmp_path / "x.zarr", tmp_path / "y.zarr", "-k", "2,2", "-q"]) == (0, "")
-    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...],
-                                  avgpool.average_pool(x, [2, 2]), strict=True)
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "y.zarr"), mode="r")[...], avgpool.average_pool(x, [2, 2]), strict=True
+    )
     assert listing(tmp_path) == ["x.zarr", "y.zarr"]
 
 
@@ -232,12 +331,16 @@ def test_bad_attribute_exits_2_before_any_work(tmp_path, x, capsys):
     assert listing(tmp_path) == ["x.zarr", "y.zarr"]
 
 
-@pytest.mark.parametrize("failure, code, needle", [
-    (OSError(errno.ENOSPC, "No space left on device"), 2, "y.zarr: cannot write: No space left on device"),
-    (KeyboardInterrupt(), 130, "avgpool pool: interrupted"),
-])
-def test_failed_write_keeps_the_old_store_and_leaves_no_temporary(tmp_path, x, monkeypatch, capsys, failure, code,
-                                                                  needle):
+@pytest.mark.parametrize(
+    "failure, code, needle",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), 2, "y.zarr: cannot write: No space left on device"),
+        (KeyboardInterrupt(), 130, "avgpool pool: interrupted"),
+    ],
+)
+def test_failed_write_keeps_the_old_store_and_leaves_no_temporary(
+    tmp_path, x, monkeypatch, capsys, failure, code, needle
+):
     old = old_store(tmp_path / "y.zarr")
     original = zarr.Array.__setitem__
     written = []
@@ -266,8 +369,11 @@ def test_npy_output_that_does_not_fit_keeps_the_old_file(tmp_path, x, monkeypatc
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", full)  # the output's bytes are reserved before any is computed
-    fails(capsys, ["pool", tmp_path / "x.zarr", tmp_path / "y.npy", "-k", "2,2"],
-          "y.npy: cannot write: No space left on device")
+    fails(
+        capsys,
+        ["pool", tmp_path / "x.zarr", tmp_path / "y.npy", "-k", "2,2"],
+        "y.npy: cannot write: No space left on device",
+    )
     assert (tmp_path / "y.npy").read_bytes() == b"old"
     assert listing(tmp_path) == ["x.zarr", "y.npy"]
 
@@ -317,6 +423,9 @@ def test_a_corrupt_chunk_is_one_line_and_the_old_output_stays(tmp_path, capsys):
     (tmp_path / "in.zarr" / "c" / "0" / "0" / "1" / "1").write_bytes(b"not the codec's data")
     np.save(tmp_path / "out.npy", np.ones(3))
     old = (tmp_path / "out.npy").read_bytes()
-    fails(capsys, ["pool", tmp_path / "in.zarr", tmp_path / "out.npy", "-k", "2,2"],
-          "a chunk of the zarr store could not be read")
+    fails(
+        capsys,
+        ["pool", tmp_path / "in.zarr", tmp_path / "out.npy", "-k", "2,2"],
+        "a chunk of the zarr store could not be read",
+    )
     assert (tmp_path / "out.npy").read_bytes() == old

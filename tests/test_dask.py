@@ -176,11 +176,14 @@ def test_local_cluster_two_processes_same_bits():
     x = rng.standard_normal((1, 3, 61, 47)).astype(np.float32)
     x[0, 1, 30, 20] = np.nan
     whole = avgpool.average_pool(x, [5, 5], strides=[2, 1], pads=[2, 2, 2, 2], count_include_pad=1)
-    with dask.config.set(scheduler=None), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                                                   dashboard_address=":0") as cluster, \
-            distributed.Client(cluster) as client:
-        lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 2, 16, 20)), [5, 5], strides=[2, 1],
-                                         pads=[2, 2, 2, 2], count_include_pad=1)
+    with (
+        dask.config.set(scheduler=None),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        lazy = avgpool_dask.average_pool(
+            da.from_array(x, chunks=(1, 2, 16, 20)), [5, 5], strides=[2, 1], pads=[2, 2, 2, 2], count_include_pad=1
+        )
         result = client.compute(lazy).result()
     assert same_bits(result, whole)
 
@@ -192,17 +195,29 @@ def test_big_endian_input():
     lazy = avgpool_dask.average_pool(da.from_array(x, chunks=(1, 1, 7, 6)), [5, 5], pads=[2, 2, 2, 2])
     assert same_bits(lazy.compute(), whole)
     q = rng.integers(0, 255, (1, 2, 9, 9)).astype(np.uint8)
-    assert same_bits(avgpool_dask.qlinear_average_pool(da.from_array(q, chunks=4), 0.1, 3, 0.2, 1, [3, 3]).compute(),
-                     avgpool.qlinear_average_pool(q, 0.1, 3, 0.2, 1, [3, 3]))
+    assert same_bits(
+        avgpool_dask.qlinear_average_pool(da.from_array(q, chunks=4), 0.1, 3, 0.2, 1, [3, 3]).compute(),
+        avgpool.qlinear_average_pool(q, 0.1, 3, 0.2, 1, [3, 3]),
+    )
 
 
 def _float_args(x):
     from avgpool import api
     from avgpool.dialects import onnx as onnx_dialect
 
-    _, spec, layout = api._validated(avgpool_dask._shape_only(x), onnx_dialect.op_version(22), kernel_shape=[3, 3],
-                                     strides=[2, 2], pads=[1, 1, 1, 1], auto_pad="NOTSET", ceil_mode=0,
-                                     count_include_pad=0, dilations=None, opset=22, layout="NCX")
+    _, spec, layout = api._validated(
+        avgpool_dask._shape_only(x),
+        onnx_dialect.op_version(22),
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        auto_pad="NOTSET",
+        ceil_mode=0,
+        count_include_pad=0,
+        dilations=None,
+        opset=22,
+        layout="NCX",
+    )
     return spec, x.shape, x.dtype, layout, tuning.current()
 
 
@@ -218,8 +233,11 @@ def test_tiles_split_into_their_home_chunk_and_edge_strips():
     assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), None)]  # a small tile: put together
     with tuning.tuned(dask_split_min_elements=0):
         t = avgpool_dask._float_tiling(*_float_args(x))
-    assert avgpool_dask._parts(t, tile) == [(((10, 20), (10, 20)), (20, 20)), (((10, 11), (10, 20)), None),
-                                            (((11, 20), (10, 11)), None)]
+    assert avgpool_dask._parts(t, tile) == [
+        (((10, 20), (10, 20)), (20, 20)),
+        (((10, 11), (10, 20)), None),
+        (((11, 20), (10, 11)), None),
+    ]
     corner = graph[(lazy.name, 0, 0, 0, 0)].args[2]
     assert avgpool_dask._parts(t, corner) == [(((0, 10), (0, 10)), (0, 0))]  # the padding is the array's
     assert lazy.compute().tobytes() == np.ones((1, 1, 30, 30), np.float32).tobytes()
@@ -247,8 +265,10 @@ def test_chunks_read_while_the_kernels_load_wait_past_the_bound(monkeypatch):
     assert same_bits(got, avgpool.average_pool(x, **attrs))
 
 
-@pytest.mark.parametrize(("dtype", "kernel", "stride", "reads"),
-                         [(np.float32, 3, 2, 1), (np.float64, 7, 1, 1), (np.float32, 7, 2, 1), (np.float32, 7, 1, 2)])
+@pytest.mark.parametrize(
+    ("dtype", "kernel", "stride", "reads"),
+    [(np.float32, 3, 2, 1), (np.float64, 7, 1, 1), (np.float32, 7, 2, 1), (np.float32, 7, 1, 2)],
+)
 def test_each_input_chunk_is_read_once(dtype, kernel, stride, reads):
     # a tile's halo comes from its neighbours' chunks as read for their own tiles (thin pieces cut
     # from them), never from a second reading; float32 windows summed by the exact running sums
@@ -262,20 +282,27 @@ def test_each_input_chunk_is_read_once(dtype, kernel, stride, reads):
         return block
 
     x = da.from_array(np.random.default_rng(4).random((1, 2, 48, 40)).astype(dtype), chunks=(1, 1, 16, 16))
-    lazy = avgpool_dask.average_pool(x.map_blocks(source, dtype=dtype), [kernel, kernel], strides=[stride, stride],
-                                     pads=[kernel // 2] * 4)
+    lazy = avgpool_dask.average_pool(
+        x.map_blocks(source, dtype=dtype), [kernel, kernel], strides=[stride, stride], pads=[kernel // 2] * 4
+    )
     graph = dict(lazy.__dask_graph__())
     assert all(not isinstance(task, tuple) for task in graph.values())  # dask's task API, no legacy tuples
-    assert same_bits(lazy.compute(), avgpool.average_pool(x.compute(), [kernel, kernel], strides=[stride, stride],
-                                                          pads=[kernel // 2] * 4))
+    assert same_bits(
+        lazy.compute(),
+        avgpool.average_pool(x.compute(), [kernel, kernel], strides=[stride, stride], pads=[kernel // 2] * 4),
+    )
     assert len(counts) == 2 * 3 * 3 and set(counts.values()) == {reads}
 
 
-@pytest.mark.parametrize("make", [
-    lambda x: da.from_array(x, chunks=(1, 1, 2, 2)).rechunk((1, 1, 4, 4)),
-    lambda x: da.from_array(np.pad(x, ((0, 0), (0, 0), (0, 0), (0, 2))), chunks=(1, 1, 4, 4))[..., :8],
-    lambda x: da.from_array(x[0, 0], chunks=(4, 4))[None, None],
-], ids=["rechunked", "sliced", "reshaped"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: da.from_array(x, chunks=(1, 1, 2, 2)).rechunk((1, 1, 4, 4)),
+        lambda x: da.from_array(np.pad(x, ((0, 0), (0, 0), (0, 0), (0, 2))), chunks=(1, 1, 4, 4))[..., :8],
+        lambda x: da.from_array(x[0, 0], chunks=(4, 4))[None, None],
+    ],
+    ids=["rechunked", "sliced", "reshaped"],
+)
 def test_inputs_with_layers_of_their_own_take_the_exact_path_too(make):
     # the exact path (float32, kernels of 5 and more) reads the input a second time under new keys;
     # dask's clone left the tasks' own keys at their old names there, and dask's fusion of linear

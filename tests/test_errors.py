@@ -9,6 +9,7 @@ import avgpool
 
 X = np.zeros((1, 3, 8, 8), np.float32)
 
+
 def _prepared_twice(out):
     """The second call of a prepared pool takes its fast path, which checks only `out`."""
     pool = avgpool.AveragePool([2, 2])
@@ -35,64 +36,121 @@ CASES = [
     ("kernel float", lambda: avgpool.average_pool(X, [2.0, 2]), ["`kernel_shape`", "integer", "2.0"]),
     ("kernel bool", lambda: avgpool.average_pool(X, [True, 2]), ["`kernel_shape`", "integer"]),
     ("kernel huge", lambda: avgpool.average_pool(X, [2**50, 2]), ["`kernel_shape`", "larger than"]),
-    ("strides wrong length", lambda: avgpool.average_pool(X, [2, 2], strides=[1, 1, 1]),
-     ["AveragePool-22: `strides` has 3 values (1, 1, 1) but the input (1, 3, 8, 8) has 2 spatial axes"]),
+    (
+        "strides wrong length",
+        lambda: avgpool.average_pool(X, [2, 2], strides=[1, 1, 1]),
+        ["AveragePool-22: `strides` has 3 values (1, 1, 1) but the input (1, 3, 8, 8) has 2 spatial axes"],
+    ),
     ("strides zero", lambda: avgpool.average_pool(X, [2, 2], strides=[0, 1]), ["`strides`", "positive"]),
     ("dilations negative", lambda: avgpool.average_pool(X, [2, 2], dilations=[-1, 1]), ["`dilations`", "positive"]),
     ("pads negative", lambda: avgpool.average_pool(X, [2, 2], pads=[0, -1, 0, 0]), ["`pads`", ">= 0"]),
     ("pads half", lambda: avgpool.average_pool(X, [2, 2], pads=[1, 1]), ["`pads`", "2 values", "begins"]),
-    ("auto_pad lower case", lambda: avgpool.average_pool(X, [2, 2], auto_pad="same_upper"),
-     ["`auto_pad`", "'same_upper'", "SAME_UPPER"]),
-    ("auto_pad with pads", lambda: avgpool.average_pool(X, [2, 2], pads=[1, 1, 1, 1], auto_pad="VALID"),
-     ["`pads`", "auto_pad", "cannot be used"]),
+    (
+        "auto_pad lower case",
+        lambda: avgpool.average_pool(X, [2, 2], auto_pad="same_upper"),
+        ["`auto_pad`", "'same_upper'", "SAME_UPPER"],
+    ),
+    (
+        "auto_pad with pads",
+        lambda: avgpool.average_pool(X, [2, 2], pads=[1, 1, 1, 1], auto_pad="VALID"),
+        ["`pads`", "auto_pad", "cannot be used"],
+    ),
     ("ceil_mode 2", lambda: avgpool.average_pool(X, [2, 2], ceil_mode=2), ["`ceil_mode`", "2"]),
-    ("count_include_pad str", lambda: avgpool.average_pool(X, [2, 2], count_include_pad="yes"),
-     ["`count_include_pad`", "'yes'"]),
-    ("ceil before 10", lambda: avgpool.average_pool(X, [2, 2], ceil_mode=1, opset=9),
-     ["AveragePool-7", "`ceil_mode`", "opset 10"]),
-    ("cip at opset 1", lambda: avgpool.average_pool(X, [2, 2], count_include_pad=1, opset=1),
-     ["AveragePool-1", "`count_include_pad`", "opset 7"]),
-    ("dilations before 19", lambda: avgpool.average_pool(X, [2, 2], dilations=[1, 1], opset=18),
-     ["AveragePool-11", "`dilations`", "opset 19"]),
+    (
+        "count_include_pad str",
+        lambda: avgpool.average_pool(X, [2, 2], count_include_pad="yes"),
+        ["`count_include_pad`", "'yes'"],
+    ),
+    (
+        "ceil before 10",
+        lambda: avgpool.average_pool(X, [2, 2], ceil_mode=1, opset=9),
+        ["AveragePool-7", "`ceil_mode`", "opset 10"],
+    ),
+    (
+        "cip at opset 1",
+        lambda: avgpool.average_pool(X, [2, 2], count_include_pad=1, opset=1),
+        ["AveragePool-1", "`count_include_pad`", "opset 7"],
+    ),
+    (
+        "dilations before 19",
+        lambda: avgpool.average_pool(X, [2, 2], dilations=[1, 1], opset=18),
+        ["AveragePool-11", "`dilations`", "opset 19"],
+    ),
     ("opset 0", lambda: avgpool.average_pool(X, [2, 2], opset=0), ["AveragePool", "`opset`", "0"]),
     ("opset too new", lambda: avgpool.average_pool(X, [2, 2], opset=99), ["`opset`", "99"]),
     ("opset bool", lambda: avgpool.average_pool(X, [2, 2], opset=True), ["`opset`", "True"]),
     ("layout", lambda: avgpool.average_pool(X, [2, 2], layout="NHWC"), ["`layout`", "'NHWC'", "NXC"]),
-    ("int input", lambda: avgpool.average_pool(np.zeros((1, 1, 4), np.int32), [2]),
-     ["AveragePool-22", "dtype int32", "float32"]),
+    (
+        "int input",
+        lambda: avgpool.average_pool(np.zeros((1, 1, 4), np.int32), [2]),
+        ["AveragePool-22", "dtype int32", "float32"],
+    ),
     ("object input", lambda: avgpool.average_pool(np.array([[[None]]]), [1]), ["dtype object"]),
     ("ragged input", lambda: avgpool.average_pool([[[1.0], [1.0, 2.0]]], [1]), ["cannot be read as an array"]),
-    ("bfloat16 before 22",
-     lambda: avgpool.average_pool(np.zeros((1, 1, 4), "bfloat16" if False else __import__("ml_dtypes").bfloat16),
-                                  [2], opset=19),
-     ["AveragePool-19", "bfloat16", "opset 22"]),
+    (
+        "bfloat16 before 22",
+        lambda: avgpool.average_pool(
+            np.zeros((1, 1, 4), "bfloat16" if False else __import__("ml_dtypes").bfloat16), [2], opset=19
+        ),
+        ["AveragePool-19", "bfloat16", "opset 22"],
+    ),
     ("rank 2", lambda: avgpool.average_pool(np.zeros((3, 4), np.float32), [2]), ["rank 2", "at least 3"]),
-    ("negative output", lambda: avgpool.average_pool(np.zeros((1, 1, 2), np.float32), [5]),
-     ["spatial axis 0", "input length 2", "extent 5"]),
-    ("out wrong shape", lambda: avgpool.average_pool(X, [2, 2], out=np.empty((1, 3, 8, 8), np.float32)),
-     ["`out`", "(1, 3, 7, 7)"]),
-    ("out wrong dtype", lambda: avgpool.average_pool(X, [2, 2], out=np.empty((1, 3, 7, 7), np.float64)),
-     ["`out`", "float64", "float32"]),
+    (
+        "negative output",
+        lambda: avgpool.average_pool(np.zeros((1, 1, 2), np.float32), [5]),
+        ["spatial axis 0", "input length 2", "extent 5"],
+    ),
+    (
+        "out wrong shape",
+        lambda: avgpool.average_pool(X, [2, 2], out=np.empty((1, 3, 8, 8), np.float32)),
+        ["`out`", "(1, 3, 7, 7)"],
+    ),
+    (
+        "out wrong dtype",
+        lambda: avgpool.average_pool(X, [2, 2], out=np.empty((1, 3, 7, 7), np.float64)),
+        ["`out`", "float64", "float32"],
+    ),
     ("out not array", lambda: avgpool.average_pool(X, [2, 2], out=[0]), ["`out`", "numpy array"]),
-    ("out read-only", lambda: avgpool.average_pool(X, [2, 2], out=np.broadcast_to(np.float32(0), (1, 3, 7, 7))),
-     ["`out`", "read-only"]),
-    ("prepared pool, wrong out", lambda: _prepared_twice(out=np.empty((1, 3, 8, 8), np.float32)),
-     ["AveragePool-22: `out`", "(1, 3, 7, 7)"]),
-    ("the same call again, wrong out", lambda: _function_repeated(out=np.empty((1, 3, 8, 8), np.float32)),
-     ["AveragePool-22: `out`", "(1, 3, 7, 7)"]),
+    (
+        "out read-only",
+        lambda: avgpool.average_pool(X, [2, 2], out=np.broadcast_to(np.float32(0), (1, 3, 7, 7))),
+        ["`out`", "read-only"],
+    ),
+    (
+        "prepared pool, wrong out",
+        lambda: _prepared_twice(out=np.empty((1, 3, 8, 8), np.float32)),
+        ["AveragePool-22: `out`", "(1, 3, 7, 7)"],
+    ),
+    (
+        "the same call again, wrong out",
+        lambda: _function_repeated(out=np.empty((1, 3, 8, 8), np.float32)),
+        ["AveragePool-22: `out`", "(1, 3, 7, 7)"],
+    ),
     # kernels and pads in the billions: refused at once, before tables of tens of GB are built
-    ("output beyond memory", lambda: avgpool.average_pool(X, [2**32, 2**32], pads=[2**32] * 4),
-     ["AveragePool-22", "output of shape 1x3x4294967305x4294967305", "must fit in memory"]),
-    ("output beyond memory, 1-D", lambda: avgpool.average_pool(X[0], [2**32], pads=[2**32] * 2),
-     ["AveragePool-22", "3x8x4294967305", "window tables", "must fit in memory"]),
-    ("qlinear output beyond memory",
-     lambda: avgpool.qlinear_average_pool(X.astype(np.uint8), 1.0, 0, 1.0, 0, [2**31, 2**31],
-                                          pads=[2**31 - 1] * 4, count_include_pad=1),
-     ["QLinearAveragePool", "1x3x2147483655x2147483655", "must fit in memory"]),
-    ("openvino output beyond memory",
-     lambda: avgpool.openvino.avg_pool(X, [2**31, 2**31], pads_begin=[2**31] * 2, pads_end=[2**31] * 2,
-                                       exclude_pad=False),
-     ["AvgPool-16", "must fit in memory"]),
+    (
+        "output beyond memory",
+        lambda: avgpool.average_pool(X, [2**32, 2**32], pads=[2**32] * 4),
+        ["AveragePool-22", "output of shape 1x3x4294967305x4294967305", "must fit in memory"],
+    ),
+    (
+        "output beyond memory, 1-D",
+        lambda: avgpool.average_pool(X[0], [2**32], pads=[2**32] * 2),
+        ["AveragePool-22", "3x8x4294967305", "window tables", "must fit in memory"],
+    ),
+    (
+        "qlinear output beyond memory",
+        lambda: avgpool.qlinear_average_pool(
+            X.astype(np.uint8), 1.0, 0, 1.0, 0, [2**31, 2**31], pads=[2**31 - 1] * 4, count_include_pad=1
+        ),
+        ["QLinearAveragePool", "1x3x2147483655x2147483655", "must fit in memory"],
+    ),
+    (
+        "openvino output beyond memory",
+        lambda: avgpool.openvino.avg_pool(
+            X, [2**31, 2**31], pads_begin=[2**31] * 2, pads_end=[2**31] * 2, exclude_pad=False
+        ),
+        ["AvgPool-16", "must fit in memory"],
+    ),
     ("shape not sequence", lambda: avgpool.output_shape(5, [2, 2]), ["`input_shape`", "sequence"]),
     ("shape too short", lambda: avgpool.output_shape((1, 8), [2]), ["`input_shape`", "at least 3"]),
     ("shape negative", lambda: avgpool.output_shape((1, 1, -8), [2]), ["`input_shape`", "non-negative"]),
@@ -110,8 +168,14 @@ def test_invalid_input_raises_avgpool_error(description, call, words):
     assert isinstance(info.value, ValueError)
 
 
-CORE_MODULES = ["avgpool.api", "avgpool.attributes", "avgpool.dialects.onnx", "avgpool.inputs", "avgpool.shape",
-                "avgpool.errors"]
+CORE_MODULES = [
+    "avgpool.api",
+    "avgpool.attributes",
+    "avgpool.dialects.onnx",
+    "avgpool.inputs",
+    "avgpool.shape",
+    "avgpool.errors",
+]
 
 
 def test_every_raise_site_in_the_core_is_hit_by_a_case():

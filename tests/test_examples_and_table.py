@@ -38,8 +38,9 @@ def test_section_7_rows(values, attributes, right):
     x = np.array(values, dtype=np.float32).reshape(1, 1, -1)
     y = avgpool.average_pool(x, **attributes)
     np.testing.assert_array_equal(y.reshape(-1), np.array(right, dtype=np.float32))
-    np.testing.assert_array_equal(reference_average_pool(x, **attributes).reshape(-1),
-                                  np.array(right, dtype=np.float32))
+    np.testing.assert_array_equal(
+        reference_average_pool(x, **attributes).reshape(-1), np.array(right, dtype=np.float32)
+    )
 
 
 @pytest.mark.parametrize("opset", [10, 11, 13, 19, 22])

@@ -40,12 +40,18 @@ def windows(text: str) -> list[tuple[int, int, int, int, int, float]]:
 SECTION_7 = [
     ("1x1x4 -k 3 -s 3 --ceil-mode", 2, [(0, 3, 0, 0, 3), (3, 1, 0, 2, 1)]),
     ("1x1x3 -k 3", 1, [(0, 3, 0, 0, 3)]),
-    ("1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER", 5,
-     [(-1, 1, 1, 0, 1), (0, 2, 0, 0, 2), (1, 2, 0, 0, 2), (2, 2, 0, 0, 2), (3, 1, 1, 0, 1)]),
+    (
+        "1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER",
+        5,
+        [(-1, 1, 1, 0, 1), (0, 2, 0, 0, 2), (1, 2, 0, 0, 2), (2, 2, 0, 0, 2), (3, 1, 1, 0, 1)],
+    ),
     ("1x1x7 -k 1 -s 4 --auto-pad SAME_UPPER", 2, [(0, 1, 0, 0, 1), (4, 1, 0, 0, 1)]),
     ("1x1x2 -k 3 -s 3 -p 1,1 --ceil-mode --count-include-pad", 1, [(-1, 2, 1, 0, 3)]),
-    ("1x1x5 -k 3 -p 1,1 --opset 1", 5,
-     [(-1, 2, 1, 0, 2), (0, 3, 0, 0, 3), (1, 3, 0, 0, 3), (2, 3, 0, 0, 3), (3, 2, 1, 0, 2)]),
+    (
+        "1x1x5 -k 3 -p 1,1 --opset 1",
+        5,
+        [(-1, 2, 1, 0, 2), (0, 3, 0, 0, 3), (1, 3, 0, 0, 3), (2, 3, 0, 0, 3), (3, 2, 1, 0, 2)],
+    ),
     ("1x1x4 -k 4", 1, [(0, 4, 0, 0, 4)]),
 ]
 
@@ -60,9 +66,13 @@ def test_section_7_windows_as_printed(flags, out, expected):
 
 def test_section_7_row_values_follow_from_the_printed_windows():
     # the windows explain prints give the right answers of section 7 when summed and divided
-    cases = [([1, 2, 3, 4], SECTION_7[0][0], [2, 4]), ([1, 2, 3, 4, 5], SECTION_7[2][0], [2, 2, 3, 4, 4]),
-             ([1, 2, 3, 4, 5, 6, 7], SECTION_7[3][0], [1, 5]), ([1, 2], SECTION_7[4][0], [1]),
-             ([1, 2, 3, 4, 5], SECTION_7[5][0], [1.5, 2, 3, 4, 4.5])]
+    cases = [
+        ([1, 2, 3, 4], SECTION_7[0][0], [2, 4]),
+        ([1, 2, 3, 4, 5], SECTION_7[2][0], [2, 2, 3, 4, 4]),
+        ([1, 2, 3, 4, 5, 6, 7], SECTION_7[3][0], [1, 5]),
+        ([1, 2], SECTION_7[4][0], [1]),
+        ([1, 2, 3, 4, 5], SECTION_7[5][0], [1.5, 2, 3, 4, 4.5]),
+    ]
     for values, flags, right in cases:
         argv = flags.split()
         argv[0] = f"1x1x{len(values)}"
@@ -97,11 +107,19 @@ def test_windows_reproduce_average_pool(config, length):
         (axis,) = describe(spec, (length,))
     except avgpool.AvgPoolError:
         return  # no output for this length: average_pool refuses it as well
-    got = np.array([sum(x[t] for t in w.taps if 0 <= t < length) / w.divisor if w.divisor else np.nan
-                    for w in axis.windows])
-    y = avgpool.average_pool(x.reshape(1, 1, -1), list(settings.kernel), strides=settings.strides,
-                             pads=settings.onnx_pads(), auto_pad=settings.auto_pad, ceil_mode=settings.ceil,
-                             count_include_pad=settings.include_pad, dilations=settings.dilations)
+    got = np.array(
+        [sum(x[t] for t in w.taps if 0 <= t < length) / w.divisor if w.divisor else np.nan for w in axis.windows]
+    )
+    y = avgpool.average_pool(
+        x.reshape(1, 1, -1),
+        list(settings.kernel),
+        strides=settings.strides,
+        pads=settings.onnx_pads(),
+        auto_pad=settings.auto_pad,
+        ceil_mode=settings.ceil,
+        count_include_pad=settings.include_pad,
+        dilations=settings.dilations,
+    )
     np.testing.assert_allclose(got, y.reshape(-1), rtol=1e-12, atol=1e-12)
     for w in axis.windows:
         assert w.in_input + w.in_padding + w.past_padding == settings.kernel[0]
@@ -119,8 +137,9 @@ def test_comparison_openvino_full_kernel_and_onednn_refusal():
     assert "same shape, same divisors" in _row(text, "PyTorch")
     assert "divisor factor 3 instead of 2" in _row(text, "onnxruntime QLinearAveragePool")
     x = np.array([[[1, 2, 3, 4]]], dtype=np.float32)
-    ov = avgpool.openvino.avg_pool(x, [3], strides=[2], pads_begin=[1], pads_end=[1], rounding_type="ceil",
-                                   exclude_pad=False)
+    ov = avgpool.openvino.avg_pool(
+        x, [3], strides=[2], pads_begin=[1], pads_end=[1], rounding_type="ceil", exclude_pad=False
+    )
     np.testing.assert_allclose(ov.reshape(-1), [1, 3, 4 / 3], rtol=1e-6)
 
 
@@ -132,30 +151,57 @@ def test_comparison_shapes_ceil_without_drop():
     assert "oneDNN refuses" in _row(text, "oneDNN")  # its ceil window would start past the input
     text = explain("1x1x5 -k 1 -s 3 --auto-pad SAME_UPPER --ceil-mode".split())
     assert "different output shape: [3] instead of [2]" in _row(text, "OpenVINO AvgPool-16 rounding_type=ceil:")
-    assert avgpool.openvino.output_shape((1, 1, 5), [1], strides=[3], auto_pad="same_upper", rounding_type="ceil",
-                                         exclude_pad=True) == (1, 1, 3)
+    assert avgpool.openvino.output_shape(
+        (1, 1, 5), [1], strides=[3], auto_pad="same_upper", rounding_type="ceil", exclude_pad=True
+    ) == (1, 1, 3)
 
 
 def test_explain_in_openvino_dialect_compares_back_to_onnx():
-    text = explain("1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil --exclude-pad false "
-                   "--dialect openvino".split())
+    text = explain(
+        "1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil --exclude-pad false "
+        "--dialect openvino".split()
+    )
     assert text.startswith("OpenVINO AvgPool-16 on input 1x1x4")
     assert [row[-1] for row in windows(text)] == [3.0, 3.0, 3.0]
     assert "divisor factor 2 instead of 3" in _row(text, "ONNX AveragePool")
 
 
-@pytest.mark.parametrize("length, kernel, stride, pad, ceil, include", [
-    (4, 3, 2, 1, True, True), (5, 3, 2, 1, True, True), (6, 4, 3, 2, True, True), (7, 3, 3, 1, True, False),
-    (2, 3, 3, 1, True, True), (9, 5, 2, 2, False, True)])
+@pytest.mark.parametrize(
+    "length, kernel, stride, pad, ceil, include",
+    [
+        (4, 3, 2, 1, True, True),
+        (5, 3, 2, 1, True, True),
+        (6, 4, 3, 2, True, True),
+        (7, 3, 3, 1, True, False),
+        (2, 3, 3, 1, True, True),
+        (9, 5, 2, 2, False, True),
+    ],
+)
 def test_pytorch_row_is_torch(length, kernel, stride, pad, ceil, include):
     """The PyTorch row is what torch computes: the drop rule, and with count_include_pad the taps
     inside the padded extent (clipped at input + pad), read back from an all-ones input."""
     torch = pytest.importorskip("torch")
-    settings = Settings(kernel=(kernel,), strides=(stride,), pads_begin=(pad,), pads_end=(pad,),
-                        rounding="ceil" if ceil else "floor", include_pad=include)
+    settings = Settings(
+        kernel=(kernel,),
+        strides=(stride,),
+        pads_begin=(pad,),
+        pads_end=(pad,),
+        rounding="ceil" if ceil else "floor",
+        include_pad=include,
+    )
     (axis,) = describe(pytorch_spec(settings, (length,)), (length,))
-    y = torch.nn.functional.avg_pool1d(torch.ones(1, 1, length, dtype=torch.float64), kernel, stride, pad,
-                                       ceil_mode=ceil, count_include_pad=include).numpy().reshape(-1)
+    y = (
+        torch.nn.functional.avg_pool1d(
+            torch.ones(1, 1, length, dtype=torch.float64),
+            kernel,
+            stride,
+            pad,
+            ceil_mode=ceil,
+            count_include_pad=include,
+        )
+        .numpy()
+        .reshape(-1)
+    )
     assert len(y) == len(axis.windows)
     np.testing.assert_allclose([w.in_input / w.divisor for w in axis.windows], y, rtol=1e-12)
 
@@ -186,8 +232,9 @@ def test_explain_bad_attributes_exit_2(capsys):
 
 def test_svg_and_png(tmp_path):
     svg_path, png_path = tmp_path / "w.svg", tmp_path / "w.png"
-    text = explain(["1x1x4", "-k", "3", "-s", "2", "-p", "1,1", "--ceil-mode", "--svg", str(svg_path),
-                    "--png", str(png_path)])
+    text = explain(
+        ["1x1x4", "-k", "3", "-s", "2", "-p", "1,1", "--ceil-mode", "--svg", str(svg_path), "--png", str(png_path)]
+    )
     assert f"wrote {svg_path}" in text
     root = ET.parse(svg_path).getroot()
     rects = root.findall("{http://www.w3.org/2000/svg}rect")

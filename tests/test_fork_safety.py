@@ -64,7 +64,7 @@ def test_children_forked_while_a_thread_pools_never_hang():
         try:
             while not stop.is_set():
                 n += 1
-                pool(big[:, :, :40 + n % 56, :40 + (n // 56) % 56])
+                pool(big[:, :, : 40 + n % 56, : 40 + (n // 56) % 56])
         except BaseException as err:  # noqa: BLE001 - reported by the test
             errors.append(err)
 
@@ -93,4 +93,3 @@ def test_children_forked_while_a_thread_pools_never_hang():
         worker.join(60)
     assert not errors, errors
     assert not failures, f"a forked child failed (1: hung, see its traceback; 3: raised; 4: wrong result): {failures}"
-

@@ -30,8 +30,15 @@ def _random_case(rng: np.random.Generator) -> tuple[tuple[int, ...], dict]:
     pads = [int(rng.integers(0, e)) for e in extents] + [int(rng.integers(0, e)) for e in extents]
     spatial = [int(rng.integers(max(1, extents[a]), 30)) for a in range(2)]
     shape = (int(rng.integers(1, 3)), *spatial, int(rng.choice([16, 24, 40])))
-    return shape, dict(kernel_shape=kernel, strides=strides, pads=pads, dilations=dilations,
-                       ceil_mode=int(rng.integers(2)), count_include_pad=int(rng.integers(2)), layout="NXC")
+    return shape, dict(
+        kernel_shape=kernel,
+        strides=strides,
+        pads=pads,
+        dilations=dilations,
+        ceil_mode=int(rng.integers(2)),
+        count_include_pad=int(rng.integers(2)),
+        layout="NXC",
+    )
 
 
 def _fused(shape: tuple[int, ...], dtype: np.dtype, attrs: dict) -> bool:
@@ -59,14 +66,17 @@ def test_fused_passes_give_the_results_of_the_two_passes(dtype):
         assert _same_results(shared, passes), (shape, attrs)
 
 
-@pytest.mark.parametrize(("shape", "attrs", "fused"), [
-    ((1, 8, 8, 16), dict(kernel_shape=[2, 2], strides=[2, 2]), True),  # DenseNet's transitions
-    ((1, 8, 8, 8), dict(kernel_shape=[2, 2], strides=[2, 2]), False),  # too few channels
-    ((1, 8, 8, 16), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]), False),  # overlapping columns
-    ((1, 8, 8, 16), dict(kernel_shape=[3, 3], strides=[1, 3]), True),  # rows may overlap
-    ((1, 8, 8, 16), dict(kernel_shape=[4, 4], strides=[4, 4]), False),  # four taps
-    ((1, 8, 8, 16), dict(kernel_shape=[8, 8]), False),  # a global window: one sum per channel
-    ((1, 8, 8, 8, 16), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), False),  # volumes: three passes
-])
+@pytest.mark.parametrize(
+    ("shape", "attrs", "fused"),
+    [
+        ((1, 8, 8, 16), dict(kernel_shape=[2, 2], strides=[2, 2]), True),  # DenseNet's transitions
+        ((1, 8, 8, 8), dict(kernel_shape=[2, 2], strides=[2, 2]), False),  # too few channels
+        ((1, 8, 8, 16), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]), False),  # overlapping columns
+        ((1, 8, 8, 16), dict(kernel_shape=[3, 3], strides=[1, 3]), True),  # rows may overlap
+        ((1, 8, 8, 16), dict(kernel_shape=[4, 4], strides=[4, 4]), False),  # four taps
+        ((1, 8, 8, 16), dict(kernel_shape=[8, 8]), False),  # a global window: one sum per channel
+        ((1, 8, 8, 8, 16), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), False),  # volumes: three passes
+    ],
+)
 def test_the_passes_fuse_only_where_the_rule_says(shape, attrs, fused):
     assert _fused(shape, np.dtype(np.float32), attrs) == fused

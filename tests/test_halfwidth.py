@@ -9,8 +9,29 @@ import pytest
 from avgpool.kernels import halfwidth
 
 FORMATS = [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
-EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 65519.99, 65520.0, -65520.0, 6e-8, 2.98e-8, 2.99e-8,
-         5.96e-8, 1e-300, 3.4e38, 3.3961775e38, 3.3961776e38, 1.0000000001, 1.00390625, 1.01171875, 1.5 * 2.0**-133]
+EDGES = [
+    0.0,
+    -0.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    65504.0,
+    65519.99,
+    65520.0,
+    -65520.0,
+    6e-8,
+    2.98e-8,
+    2.99e-8,
+    5.96e-8,
+    1e-300,
+    3.4e38,
+    3.3961775e38,
+    3.3961776e38,
+    1.0000000001,
+    1.00390625,
+    1.01171875,
+    1.5 * 2.0**-133,
+]
 
 
 def _correctly_rounded(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -21,8 +42,9 @@ def _correctly_rounded(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         if dtype == np.float16:
             return values.astype(dtype).view(np.uint16)
         nearest = values.astype(np.float32)
-        toward_zero = np.where(np.abs(nearest.astype(np.float64)) > np.abs(values),
-                               np.nextafter(nearest, np.float32(0)), nearest)
+        toward_zero = np.where(
+            np.abs(nearest.astype(np.float64)) > np.abs(values), np.nextafter(nearest, np.float32(0)), nearest
+        )
         inexact = (toward_zero.astype(np.float64) != values) & np.isfinite(values)
         odd = np.where(inexact, toward_zero.view(np.uint32) | 1, toward_zero.view(np.uint32)).view(np.float32)
         return odd.astype(dtype).view(np.uint16)

@@ -34,7 +34,7 @@ ENTRIES = {"console script": [str(SCRIPT)], "python -m avgpool": [sys.executable
 SHAPE = (24, 4, 256, 256)  # 25 MB of float32, written one sample at a time (--batch-size 1): ~0.2 s
 POOL = ["pool", "x.npy", "y.npy", "-k", "3,3", "--batch-size", "1", "-q"]
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import os, signal, sys
 
 class _SigintWhenLoading:
@@ -46,9 +46,9 @@ class _SigintWhenLoading:
         return None
 
 sys.meta_path.insert(0, _SigintWhenLoading())
-'''
+"""
 
-SWALLOWED = '''
+SWALLOWED = """
 import ctypes, signal, sys
 import avgpool.cli.files
 from avgpool.cli import main
@@ -71,7 +71,7 @@ def in_an_except_clause(*args):  # as a library that catches it, or an import th
 
 avgpool.cli.files.write_npy_batches = {"callback": in_a_callback, "except": in_an_except_clause}[sys.argv.pop(1)]
 sys.exit(main())
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +105,14 @@ def _sigint_default() -> None:
 
 
 def _start(entry: list[str], argv: list[str], cwd: Path, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([*entry, *argv], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **env}, preexec_fn=_sigint_default)
+    return subprocess.Popen(
+        [*entry, *argv],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **env},
+        preexec_fn=_sigint_default,
+    )
 
 
 def _wait(child: subprocess.Popen, condition) -> bool:
@@ -150,8 +156,10 @@ def _assert_outcome(code: int, out: str, err: str, folder: Path, expected: np.nd
 def test_the_command_line_module_imports_nothing_heavy():
     """The console script imports avgpool.cli before main() can handle Ctrl-C: it may add a few
     small standard modules to what ``import avgpool`` has loaded, nothing more."""
-    code = ("import sys, avgpool; before = set(sys.modules); import avgpool.cli; "
-            "print(' '.join(sorted(set(sys.modules) - before)))")
+    code = (
+        "import sys, avgpool; before = set(sys.modules); import avgpool.cli; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     heavy = {"avgpool", "numpy", "numba", "llvmlite", "scipy", "argparse", "zipfile", "shutil", "secrets"}
     loaded = [name for name in done.stdout.split() if name.split(".")[0] in heavy]
@@ -159,11 +167,17 @@ def test_the_command_line_module_imports_nothing_heavy():
     assert loaded == ["avgpool.cli", "avgpool.cli.interrupts"], done.stdout
 
 
-@pytest.mark.parametrize("entry, module, command", [
-    ("console script", "argparse", "shape"), ("python -m avgpool", "argparse", "shape"),
-    ("console script", "numpy", "shape"), ("python -m avgpool", "numpy", "shape"),
-    ("console script", "numba", "pool"), ("python -m avgpool", "llvmlite.binding", "pool"),
-])
+@pytest.mark.parametrize(
+    "entry, module, command",
+    [
+        ("console script", "argparse", "shape"),
+        ("python -m avgpool", "argparse", "shape"),
+        ("console script", "numpy", "shape"),
+        ("python -m avgpool", "numpy", "shape"),
+        ("console script", "numba", "pool"),
+        ("python -m avgpool", "llvmlite.binding", "pool"),
+    ],
+)
 def test_sigint_while_modules_load(work, entry, module, command):
     """argparse and the rest load in main(); numba and llvmlite once the pooling starts; numpy
     wherever avgpool first imports it."""
@@ -173,8 +187,9 @@ def test_sigint_while_modules_load(work, entry, module, command):
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     argv = ["shape", "1x4x256x256", "-k", "3,3"] if command == "shape" else POOL
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-    child = _start(_entry(entry), argv, folder, PYTHONPATH=path, SIGINT_WHEN_LOADING=module,
-                   SIGINT_SENT=str(site / "sent"))
+    child = _start(
+        _entry(entry), argv, folder, PYTHONPATH=path, SIGINT_WHEN_LOADING=module, SIGINT_SENT=str(site / "sent")
+    )
     out, err = child.communicate(timeout=STARTUP_TIMEOUT)
     assert (site / "sent").exists(), f"{module} was never loaded"
     (site / "sitecustomize.py").unlink()

@@ -19,10 +19,28 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "avgpool"
 
 KERNELS = ("avgpool.kernels",)
-CORE = tuple(f"avgpool.{name}" for name in ("spec", "shape", "plan", "engine", "qlinear_engine", "threads", "memo",
-                                             "caches", "pools", "tiles", "tables", "workers", "tuning", "quantized"))
-DIALECTS = tuple(f"avgpool.{name}" for name in ("api", "onnx", "openvino", "onednn", "qlinear", "dialects",
-                                                 "dialect_registry"))
+CORE = tuple(
+    f"avgpool.{name}"
+    for name in (
+        "spec",
+        "shape",
+        "plan",
+        "engine",
+        "qlinear_engine",
+        "threads",
+        "memo",
+        "caches",
+        "pools",
+        "tiles",
+        "tables",
+        "workers",
+        "tuning",
+        "quantized",
+    )
+)
+DIALECTS = tuple(
+    f"avgpool.{name}" for name in ("api", "onnx", "openvino", "onednn", "qlinear", "dialects", "dialect_registry")
+)
 CLI = ("avgpool.cli",)
 CLI_ENTRY = ("avgpool.__main__",)  # python -m avgpool
 
@@ -37,8 +55,10 @@ def module_name(path: Path, package: Path) -> str:
 
 def read_modules(package: Path) -> dict[str, tuple[ast.Module, bool]]:
     """Dotted name -> (syntax tree, is a package), for every .py file under ``package``."""
-    return {module_name(path, package): (ast.parse(path.read_text(), str(path)), path.name == "__init__.py")
-            for path in sorted(package.rglob("*.py"))}
+    return {
+        module_name(path, package): (ast.parse(path.read_text(), str(path)), path.name == "__init__.py")
+        for path in sorted(package.rglob("*.py"))
+    }
 
 
 def imports(name: str, tree: ast.Module, is_package: bool, known: set[str]) -> list[tuple[str, int]]:
@@ -51,7 +71,7 @@ def imports(name: str, tree: ast.Module, is_package: bool, known: set[str]) -> l
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = here.split(".")[:len(here.split(".")) - node.level + 1]
+                base = here.split(".")[: len(here.split(".")) - node.level + 1]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
@@ -85,8 +105,9 @@ def broken_rules(modules: dict[str, tuple[ast.Module, bool]]) -> list[tuple[str,
 
 def test_imports_point_down():
     broken = [b for b in broken_rules(read_modules(PACKAGE)) if b[:2] not in KNOWN_EXCEPTIONS]
-    assert not broken, "\n".join(f"{importer} -> {target} (line {line}): {rule}"
-                                 for importer, target, line, rule in broken)
+    assert not broken, "\n".join(
+        f"{importer} -> {target} (line {line}): {rule}" for importer, target, line, rule in broken
+    )
 
 
 def test_every_known_exception_is_still_needed():
@@ -95,22 +116,33 @@ def test_every_known_exception_is_still_needed():
     assert not gone, f"these imports are gone: remove them from KNOWN_EXCEPTIONS: {gone}"
 
 
-@pytest.mark.parametrize(("name", "source", "target"), [
-    ("avgpool.kernels.separable", "from ..engine import prepare", "avgpool.engine"),
-    ("avgpool.kernels.separable", "from .. import errors", "avgpool.errors"),
-    ("avgpool.kernels.separable", "import avgpool.spec", "avgpool.spec"),
-    ("avgpool.kernels", "from ..spec import Layout", "avgpool.spec"),  # kernels/__init__.py
-    ("avgpool.engine", "def f():\n    from .dialects import onnx", "avgpool.dialects.onnx"),
-    ("avgpool.plan", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .api import AveragePool",
-     "avgpool.api"),
-    ("avgpool.shape", "from avgpool.cli import main", "avgpool.cli"),
-    ("avgpool.dialects.onnx", "from ..cli.flags import UsageError", "avgpool.cli.flags"),
-    ("avgpool.dask", "from . import cli", "avgpool.cli"),
-])
+@pytest.mark.parametrize(
+    ("name", "source", "target"),
+    [
+        ("avgpool.kernels.separable", "from ..engine import prepare", "avgpool.engine"),
+        ("avgpool.kernels.separable", "from .. import errors", "avgpool.errors"),
+        ("avgpool.kernels.separable", "import avgpool.spec", "avgpool.spec"),
+        ("avgpool.kernels", "from ..spec import Layout", "avgpool.spec"),  # kernels/__init__.py
+        ("avgpool.engine", "def f():\n    from .dialects import onnx", "avgpool.dialects.onnx"),
+        (
+            "avgpool.plan",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .api import AveragePool",
+            "avgpool.api",
+        ),
+        ("avgpool.shape", "from avgpool.cli import main", "avgpool.cli"),
+        ("avgpool.dialects.onnx", "from ..cli.flags import UsageError", "avgpool.cli.flags"),
+        ("avgpool.dask", "from . import cli", "avgpool.cli"),
+    ],
+)
 def test_a_forbidden_import_is_found(name, source, target):
-    modules = {"avgpool.spec": (ast.parse(""), False), "avgpool.errors": (ast.parse(""), False),
-               "avgpool.dialects": (ast.parse(""), True), "avgpool.dialects.onnx": (ast.parse(""), False),
-               "avgpool.cli": (ast.parse(""), True), "avgpool.cli.flags": (ast.parse(""), False),
-               "avgpool.kernels.jit": (ast.parse("from .separable import pool_slabs"), False)}
+    modules = {
+        "avgpool.spec": (ast.parse(""), False),
+        "avgpool.errors": (ast.parse(""), False),
+        "avgpool.dialects": (ast.parse(""), True),
+        "avgpool.dialects.onnx": (ast.parse(""), False),
+        "avgpool.cli": (ast.parse(""), True),
+        "avgpool.cli.flags": (ast.parse(""), False),
+        "avgpool.kernels.jit": (ast.parse("from .separable import pool_slabs"), False),
+    }
     modules[name] = (ast.parse(source), name in ("avgpool.kernels", "avgpool.dialects", "avgpool.cli"))
     assert [(importer, imported) for importer, imported, _, _ in broken_rules(modules)] == [(name, target)]

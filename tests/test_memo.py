@@ -19,9 +19,15 @@ def _fresh(function, *args, **kwargs):
 def test_same_shape_other_strides_dtype_and_byte_order_get_their_own_results():
     rng = np.random.default_rng(0)
     base = rng.standard_normal((2, 3, 9, 10))
-    variants = [base.astype(np.float32), base.astype(np.float64), np.asfortranarray(base.astype(np.float32)),
-                base.astype(">f4"), np.ascontiguousarray(base.astype(np.float32)[:, :, ::-1]),
-                base.astype(np.float16), np.transpose(base.astype(np.float32).transpose(0, 1, 3, 2), (0, 1, 3, 2))]
+    variants = [
+        base.astype(np.float32),
+        base.astype(np.float64),
+        np.asfortranarray(base.astype(np.float32)),
+        base.astype(">f4"),
+        np.ascontiguousarray(base.astype(np.float32)[:, :, ::-1]),
+        base.astype(np.float16),
+        np.transpose(base.astype(np.float32).transpose(0, 1, 3, 2), (0, 1, 3, 2)),
+    ]
     attributes = dict(strides=[2, 1], pads=[1, 1, 1, 1], ceil_mode=True)
     for x in variants * 2:  # the second round is answered from the memo
         remembered = avgpool.average_pool(x, [3, 3], **attributes)
@@ -30,10 +36,18 @@ def test_same_shape_other_strides_dtype_and_byte_order_get_their_own_results():
         np.testing.assert_array_equal(remembered, avgpool.AveragePool([3, 3], **attributes)(x))
 
 
-@pytest.mark.parametrize("bad", [dict(kernel_shape=[2.0, 2.0]), dict(kernel_shape=[2, 2], ceil_mode=2.5),
-                                 dict(kernel_shape=[2, 2], opset=22.0), dict(kernel_shape=[True, 2]),
-                                 dict(kernel_shape=[2, 2], layout="nhwc"), dict(kernel_shape=[2, 2], ceil_mode=0.0),
-                                 dict(kernel_shape=[2, 2], count_include_pad=None)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(kernel_shape=[2.0, 2.0]),
+        dict(kernel_shape=[2, 2], ceil_mode=2.5),
+        dict(kernel_shape=[2, 2], opset=22.0),
+        dict(kernel_shape=[True, 2]),
+        dict(kernel_shape=[2, 2], layout="nhwc"),
+        dict(kernel_shape=[2, 2], ceil_mode=0.0),
+        dict(kernel_shape=[2, 2], count_include_pad=None),
+    ],
+)
 # remembered with its scalars given, and with every scalar the default (a shorter key)
 @pytest.mark.parametrize("scalars", [dict(ceil_mode=1, opset=22), dict()])
 def test_a_value_equal_to_a_remembered_one_but_invalid_is_still_refused(bad, scalars):
@@ -48,8 +62,15 @@ def test_calls_with_the_default_scalars_and_with_others_get_their_own_results():
     # a call whose scalars are the defaults themselves is remembered without them; one that
     # passes any other value (equal or not) is remembered with them, and they never meet
     x = np.random.default_rng(3).standard_normal((1, 2, 5, 5)).astype(np.float32)
-    calls = [dict(), dict(ceil_mode=True), dict(count_include_pad=1), dict(auto_pad="SAME_UPPER"),
-             dict(ceil_mode=0, count_include_pad=False, opset=22, layout="NCX"), dict(opset=7), dict(layout="NXC")]
+    calls = [
+        dict(),
+        dict(ceil_mode=True),
+        dict(count_include_pad=1),
+        dict(auto_pad="SAME_UPPER"),
+        dict(ceil_mode=0, count_include_pad=False, opset=22, layout="NCX"),
+        dict(opset=7),
+        dict(layout="NXC"),
+    ]
     for kwargs in calls * 2:  # the second round is answered from the memo
         pads = None if "auto_pad" in kwargs else [1, 0, 1, 0]
         remembered = avgpool.average_pool(x, [2, 2], strides=[2, 2], pads=pads, **kwargs)
@@ -120,7 +141,6 @@ def test_a_prepared_pool_fed_thousands_of_shapes_stays_small(tmp_path):
     import sys
     import textwrap
 
-
     script = textwrap.dedent("""
         import gc, json, tracemalloc
         import numpy as np, avgpool
@@ -149,8 +169,9 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     assert api._KNOWN.get(id(kernel))[0] is kernel
     np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
     kernel[1] = 2  # changed in place: not the call remembered
-    np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads),
-                                  _fresh(avgpool.average_pool, x, [3, 2], pads=[1, 1, 1, 1]))
+    np.testing.assert_array_equal(
+        avgpool.average_pool(x, kernel, pads=pads), _fresh(avgpool.average_pool, x, [3, 2], pads=[1, 1, 1, 1])
+    )
     kernel[1] = 3.0  # equal to 3, but a float kernel size is refused
     with pytest.raises(avgpool.AvgPoolError, match="kernel_shape"):
         avgpool.average_pool(x, kernel, pads=pads)
@@ -164,8 +185,10 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     pads.pop()
     np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
     for other in (x.astype(np.float64), x[:, :, :, :8], np.asfortranarray(x), x.astype(">f4")):
-        np.testing.assert_array_equal(avgpool.average_pool(other, kernel, pads=pads),
-                                      _fresh(avgpool.average_pool, other, [3, 3], pads=[1, 1, 1, 1]))
+        np.testing.assert_array_equal(
+            avgpool.average_pool(other, kernel, pads=pads),
+            _fresh(avgpool.average_pool, other, [3, 3], pads=[1, 1, 1, 1]),
+        )
     out = np.empty((1, 2, 7, 8), np.float32)
     avgpool.average_pool(x, kernel, pads=pads)
     with pytest.raises(avgpool.AvgPoolError, match=r"^AveragePool-22: `out` has shape"):
@@ -194,11 +217,17 @@ def test_nodes_called_in_turn_with_their_own_lists_skip_the_key(monkeypatch):
     # a model runner calls node after node, each with its own attribute lists: after each
     # node's first (validated) call, none builds or looks up a key, and each gets its own result
     rng = np.random.default_rng(4)
-    nodes = [([3, 3], [1, 1], [1, 1, 1, 1], (1, 4, 9, 9)), ([2, 2], [2, 2], None, (1, 4, 9, 9)),
-             ([3, 3], [2, 2], [1, 1, 1, 1], (2, 3, 8, 7)), ([2, 2], [2, 2], None, (1, 4, 9, 9))]
+    nodes = [
+        ([3, 3], [1, 1], [1, 1, 1, 1], (1, 4, 9, 9)),
+        ([2, 2], [2, 2], None, (1, 4, 9, 9)),
+        ([3, 3], [2, 2], [1, 1, 1, 1], (2, 3, 8, 7)),
+        ([2, 2], [2, 2], None, (1, 4, 9, 9)),
+    ]
     inputs = [rng.standard_normal(shape).astype(np.float32) for *_, shape in nodes]
-    expected = [_fresh(avgpool.average_pool, x, list(k), strides=list(s), pads=None if p is None else list(p))
-                for x, (k, s, p, _) in zip(inputs, nodes)]
+    expected = [
+        _fresh(avgpool.average_pool, x, list(k), strides=list(s), pads=None if p is None else list(p))
+        for x, (k, s, p, _) in zip(inputs, nodes)
+    ]
     memo.clear_all()
     lookups = []
     find = api._FIND
@@ -238,18 +267,21 @@ def test_openvino_empty_windows_are_written_on_the_remembered_path_too():
 _ONEDNN = dict(strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0])
 
 
-@pytest.mark.parametrize("call", [
-    lambda x: avgpool.average_pool(x, [2, 2], ceil_mode=np.array(True)),
-    lambda x: avgpool.average_pool(x, [2, 2], opset=np.array(22)),
-    lambda x: avgpool.average_pool(x, [2, 2], auto_pad=["NOTSET"]),
-    lambda x: avgpool.average_pool(x, [2, 2], layout=["NCX"]),
-    lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=np.array(True)),
-    lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=True, version=np.array(16)),
-    lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=True, rounding_type=["floor"]),
-    lambda x: onednn.avg_pool(x, [2, 2], **_ONEDNN, exclude_pad=np.array(True)),
-    lambda x: onednn.avg_pool(x, [2, 2], **_ONEDNN, exclude_pad=True, data_format=["NXC"]),
-    lambda x: avgpool.qlinear_average_pool(x.astype(np.uint8), 1.0, 0, 1.0, 0, [2, 2], ceil_mode=np.array(True)),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: avgpool.average_pool(x, [2, 2], ceil_mode=np.array(True)),
+        lambda x: avgpool.average_pool(x, [2, 2], opset=np.array(22)),
+        lambda x: avgpool.average_pool(x, [2, 2], auto_pad=["NOTSET"]),
+        lambda x: avgpool.average_pool(x, [2, 2], layout=["NCX"]),
+        lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=np.array(True)),
+        lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=True, version=np.array(16)),
+        lambda x: openvino.avg_pool(x, [2, 2], exclude_pad=True, rounding_type=["floor"]),
+        lambda x: onednn.avg_pool(x, [2, 2], **_ONEDNN, exclude_pad=np.array(True)),
+        lambda x: onednn.avg_pool(x, [2, 2], **_ONEDNN, exclude_pad=True, data_format=["NXC"]),
+        lambda x: avgpool.qlinear_average_pool(x.astype(np.uint8), 1.0, 0, 1.0, 0, [2, 2], ceil_mode=np.array(True)),
+    ],
+)
 def test_a_scalar_with_no_key_is_validated_and_refused_as_invalid(call):
     # an array or a list where a scalar belongs cannot be hashed into the key: the call is
     # validated as any other, and refused with the dialect's message (never a TypeError)
@@ -258,11 +290,14 @@ def test_a_scalar_with_no_key_is_validated_and_refused_as_invalid(call):
         call(x)
 
 
-@pytest.mark.parametrize("valid, invalid", [
-    (dict(x_scale=(1.0,)), dict(x_scale=(True,))),
-    (dict(x_zero_point=(5,)), dict(x_zero_point=(5.0,))),
-    (dict(y_zero_point=(1,)), dict(y_zero_point=(True,))),
-])
+@pytest.mark.parametrize(
+    "valid, invalid",
+    [
+        (dict(x_scale=(1.0,)), dict(x_scale=(True,))),
+        (dict(x_zero_point=(5,)), dict(x_zero_point=(5.0,))),
+        (dict(y_zero_point=(1,)), dict(y_zero_point=(True,))),
+    ],
+)
 def test_a_one_item_tuple_equal_to_a_remembered_one_but_invalid_is_still_refused(valid, invalid):
     # (True,) == (1,) == (1.0,): a tuple compares its items whatever their types, so calls with
     # tuples are never remembered by value
@@ -288,12 +323,17 @@ def test_a_prepared_pool_keeps_copies_of_its_lists():
 def test_qlinear_calls_with_the_default_scalars_and_with_others_get_their_own_results():
     # as average_pool's: a call whose scalars are the defaults themselves is remembered without them
     x = np.random.default_rng(4).integers(0, 256, (1, 2, 5, 5)).astype(np.uint8)
-    calls = [dict(), dict(ceil_mode=True), dict(count_include_pad=1), dict(auto_pad="SAME_UPPER"),
-             dict(ceil_mode=0, count_include_pad=False, auto_pad="NOTSET", channels_last=0), dict(channels_last=1)]
+    calls = [
+        dict(),
+        dict(ceil_mode=True),
+        dict(count_include_pad=1),
+        dict(auto_pad="SAME_UPPER"),
+        dict(ceil_mode=0, count_include_pad=False, auto_pad="NOTSET", channels_last=0),
+        dict(channels_last=1),
+    ]
     for kwargs in calls * 2:  # the second round is answered from the memo
         pads = None if "auto_pad" in kwargs and kwargs["auto_pad"] != "NOTSET" else [1, 0, 1, 0]
         remembered = avgpool.qlinear_average_pool(x, 0.1, 3, 0.2, 5, [2, 2], strides=[2, 2], pads=pads, **kwargs)
-        expected = _fresh(avgpool.qlinear_average_pool, x, 0.1, 3, 0.2, 5, [2, 2], strides=[2, 2], pads=pads,
-                          **kwargs)
+        expected = _fresh(avgpool.qlinear_average_pool, x, 0.1, 3, 0.2, 5, [2, 2], strides=[2, 2], pads=pads, **kwargs)
         assert remembered.shape == expected.shape
         np.testing.assert_array_equal(remembered, expected)

@@ -111,8 +111,9 @@ class _PeakServer:
 
     def __init__(self, log):
         self.log = log
-        self.process = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=log, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True
+        )
         assert self._line(600) == "ready", self._stderr()
 
     def _line(self, seconds: float) -> str:
@@ -155,6 +156,7 @@ def peak(peak_server):
         got, sample = report["first"]
         assert abs(got - sample) <= 1e-6 * max(1.0, abs(sample))
         return report
+
     return measure
 
 
@@ -164,21 +166,26 @@ def _check_kernel_call(report):
         pytest.skip("the high-water mark cannot be reset here (/proc/self/clear_refs)")
     in_out = report["x"] + report["y"]
     assert report["kernel_call"] < 0.1 * in_out + 16 * MIB, (
-        f"a call grew by {report['kernel_call'] / MIB:.1f} MiB for {in_out / MIB:.0f} MiB of input and output")
+        f"a call grew by {report['kernel_call'] / MIB:.1f} MiB for {in_out / MIB:.0f} MiB of input and output"
+    )
 
 
-@pytest.mark.parametrize("shape, kernel, layout", [
-    ((1, 512, 1024, 64), [5, 5], "NXC"),       # one 128 MiB slab: +512 MiB of int64 copies before
-    ((1, 1, 128, 512, 512), [5, 5, 5], "NCX"),  # 3-D NCX, one 128 MiB slab: the same
-    ((1, 32, 256, 64, 64), [3, 5, 5], "NXC"),   # 3-D NXC, the same
-])
+@pytest.mark.parametrize(
+    "shape, kernel, layout",
+    [
+        ((1, 512, 1024, 64), [5, 5], "NXC"),  # one 128 MiB slab: +512 MiB of int64 copies before
+        ((1, 1, 128, 512, 512), [5, 5, 5], "NCX"),  # 3-D NCX, one 128 MiB slab: the same
+        ((1, 32, 256, 64, 64), [3, 5, 5], "NXC"),  # 3-D NXC, the same
+    ],
+)
 def test_peak_memory_of_a_large_exact_call_is_its_input_and_output(peak, shape, kernel, layout):
     pads = [k // 2 for k in kernel] * 2
     report = peak(shape, kernel, pads, layout)
     in_out = report["x"] + report["y"]
     # before: 768-776 MiB for 256 of input and output; since: the input, the output and 0-8 MiB
     assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
-        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
+        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output"
+    )
     _check_kernel_call(report)  # before: +512 MiB; since: 0-8 MiB (one row of the first axis)
 
 
@@ -196,14 +203,18 @@ def test_a_very_long_axis_makes_its_window_tables_per_tile(peak):
     report = peak((1, 1, 1 << 25), [9], [4, 4], "NCX")
     in_out = report["x"] + report["y"]
     assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
-        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
+        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output"
+    )
     _check_kernel_call(report)
 
 
-@pytest.mark.parametrize("shape, kernel, layout", [
-    ((1, 1, 1, 1 << 22), [1, 9], "NCX"),  # a line as a 2-D plane of one row: 64 MiB of line and sums
-    ((1, 1, 1 << 19, 8), [1, 5], "NXC"),  # its first axis's running sum was the whole slab: 96 MiB
-])
+@pytest.mark.parametrize(
+    "shape, kernel, layout",
+    [
+        ((1, 1, 1, 1 << 22), [1, 9], "NCX"),  # a line as a 2-D plane of one row: 64 MiB of line and sums
+        ((1, 1, 1 << 19, 8), [1, 5], "NXC"),  # its first axis's running sum was the whole slab: 96 MiB
+    ],
+)
 def test_planes_of_one_row_hold_no_copy_of_it(peak, shape, kernel, layout):
     report = peak(shape, kernel, [0, kernel[1] // 2] * 2, layout)
     _check_kernel_call(report)
@@ -260,25 +271,34 @@ def test_a_huge_kernel_with_few_outputs_answers_on_the_exact_path(ndim, include_
     np.testing.assert_allclose(got, wide, rtol=1e-6, atol=1e-12 * np.abs(wide).max())
     # every window covers the whole last axis (10 taps of its 10**10): the reference with a kernel
     # of 10 there, whose divisor counts 10 taps of the padded line instead of 10**10
-    exact = reference_pool(x, kernel[:-1] + [10], [1] * ndim, [1] * ndim,
-                           list(zip(pads[:ndim - 1], pads[ndim:-1])) + [(0, 0)],
-                           divisor="padded" if include_pad else "valid")
+    exact = reference_pool(
+        x,
+        kernel[:-1] + [10],
+        [1] * ndim,
+        [1] * ndim,
+        list(zip(pads[: ndim - 1], pads[ndim:-1])) + [(0, 0)],
+        divisor="padded" if include_pad else "valid",
+    )
     exact = np.repeat(exact * (10 / kernel[-1] if include_pad else 1.0), 3, axis=-1)
     np.testing.assert_array_max_ulp(got, exact.astype(np.float32), maxulp=1)
     # NXC never had the long line (its windows are the clipped tables): the same numbers
-    got_nxc = avgpool.average_pool(np.moveaxis(x, 1, -1), kernel, pads=pads, count_include_pad=include_pad,
-                                   layout="NXC")
+    got_nxc = avgpool.average_pool(
+        np.moveaxis(x, 1, -1), kernel, pads=pads, count_include_pad=include_pad, layout="NXC"
+    )
     assert np.array_equal(np.moveaxis(got_nxc, -1, 1), got)
 
 
-@pytest.mark.parametrize("shape, layout", [
-    ((1, 2, 1 << 17, 64), "NXC"),       # two rows of 8M values: the first axis's row was the whole slab
-    ((1, 3, 1 << 16, 128), "NXC"),      # three rows: two thirds of it
-    ((1, 2, 256, 256, 128), "NXC"),     # 3-D, the same
-    ((1, 1, 2, 2048, 4096), "NCX"),     # 3-D NCX, a short first axis and a long second
-    ((1, 2, 1 << 23), "NXC"),           # 1-D NXC: the running sum of the channels is the whole slab
-    ((1, 1, 2, 1 << 22), "NXC"),        # a 2-D NXC slab of one row: its channels' running sum was half of it
-])
+@pytest.mark.parametrize(
+    "shape, layout",
+    [
+        ((1, 2, 1 << 17, 64), "NXC"),  # two rows of 8M values: the first axis's row was the whole slab
+        ((1, 3, 1 << 16, 128), "NXC"),  # three rows: two thirds of it
+        ((1, 2, 256, 256, 128), "NXC"),  # 3-D, the same
+        ((1, 1, 2, 2048, 4096), "NCX"),  # 3-D NCX, a short first axis and a long second
+        ((1, 2, 1 << 23), "NXC"),  # 1-D NXC: the running sum of the channels is the whole slab
+        ((1, 1, 2, 1 << 22), "NXC"),  # a 2-D NXC slab of one row: its channels' running sum was half of it
+    ],
+)
 def test_a_slab_of_few_rows_holds_a_bounded_running_sum(peak, shape, layout):
     # every axis pooled with kernel 5 (the exact path), "same" padding: the output as big as the
     # input. Before, the running sums of one row of the later axes were 2 / (first axis length)
@@ -289,5 +309,6 @@ def test_a_slab_of_few_rows_holds_a_bounded_running_sum(peak, shape, layout):
     report = peak(shape, [5] * nd, [2] * 2 * nd, layout)
     in_out = report["x"] + report["y"]
     assert report["first_call"] < 1.2 * in_out + 16 * MIB, (
-        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output")
+        f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output"
+    )
     _check_kernel_call(report)

@@ -55,12 +55,34 @@ class MaxPool(_ReferenceMaxPool):
     round: the bits are the reference's (test_fast_max_pool_is_the_reference_bit_for_bit), in a
     fraction of its time (its Python loops took 20 of inception_v1's 22 s)."""
 
-    def _run(self, x, auto_pad=None, ceil_mode=None, dilations=None, kernel_shape=None, pads=None,
-             storage_order=None, strides=None):
-        kwargs = dict(auto_pad=auto_pad, ceil_mode=ceil_mode, dilations=dilations, kernel_shape=kernel_shape,
-                      pads=pads, storage_order=storage_order, strides=strides)
-        if (x.ndim != 4 or len(self.onnx_node.output) != 1 or ceil_mode or auto_pad not in (None, "NOTSET")
-                or any(d != 1 for d in dilations or ()) or np.isnan(x).any()):
+    def _run(
+        self,
+        x,
+        auto_pad=None,
+        ceil_mode=None,
+        dilations=None,
+        kernel_shape=None,
+        pads=None,
+        storage_order=None,
+        strides=None,
+    ):
+        kwargs = dict(
+            auto_pad=auto_pad,
+            ceil_mode=ceil_mode,
+            dilations=dilations,
+            kernel_shape=kernel_shape,
+            pads=pads,
+            storage_order=storage_order,
+            strides=strides,
+        )
+        if (
+            x.ndim != 4
+            or len(self.onnx_node.output) != 1
+            or ceil_mode
+            or auto_pad not in (None, "NOTSET")
+            or any(d != 1 for d in dilations or ())
+            or np.isnan(x).any()
+        ):
             return super()._run(x, **kwargs)
         top, left, bottom, right = pads or (0, 0, 0, 0)
         sh, sw = strides or (1, 1)
@@ -81,25 +103,33 @@ def evaluate(name: str):
         model = onnx.load(path)
         feeds = runner_inputs(model)
         evaluator = avgpool_onnx.make_evaluator(model, new_ops=[MaxPool])
-        assert sum(type(n).__module__ == "avgpool.onnx" for n in evaluator.rt_nodes_) == \
-            sum(n.op_type in POOL_OPS for n in model.graph.node)
+        assert sum(type(n).__module__ == "avgpool.onnx" for n in evaluator.rt_nodes_) == sum(
+            n.op_type in POOL_OPS for n in model.graph.node
+        )
         _RUNS[name] = (model, feeds, evaluator.run(None, feeds, intermediate=True))
     return _RUNS[name]
 
 
-@pytest.mark.parametrize("shape, attributes", [
-    ((1, 3, 11, 9), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
-    ((2, 3, 11, 9), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 0, 0])),
-    ((1, 4, 12, 10), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])),
-    ((1, 2, 9, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
-    ((1, 2, 9, 13), dict(kernel_shape=[2, 3], strides=[3, 2], pads=[1, 0, 0, 2])),
-])
+@pytest.mark.parametrize(
+    "shape, attributes",
+    [
+        ((1, 3, 11, 9), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+        ((2, 3, 11, 9), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 0, 0])),
+        ((1, 4, 12, 10), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])),
+        ((1, 2, 9, 13), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+        ((1, 2, 9, 13), dict(kernel_shape=[2, 3], strides=[3, 2], pads=[1, 0, 0, 2])),
+    ],
+)
 def test_fast_max_pool_is_the_reference_bit_for_bit(shape, attributes):
     from onnx import TensorProto, helper
 
     node = helper.make_node("MaxPool", ["x"], ["y"], **attributes)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)], ir_version=8)
     x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
     x.flat[::7] = -np.inf  # windows of -inf alone, beside the padding's
@@ -135,8 +165,12 @@ def test_stored_outputs_are_onnxruntimes(name):
 def _single_node_model(node, x: np.ndarray, opset: int):
     from onnx import TensorProto, helper
 
-    graph = helper.make_graph([node], "one", [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "one",
+        [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -162,20 +196,30 @@ def test_reference_ops_are_bound_to_an_opset():
         avgpool_onnx.reference_ops(opset=0)
 
 
-@pytest.mark.parametrize("opset, attributes, right", [
-    (1, dict(kernel_shape=[3], pads=[1, 1]), [1.5, 2, 3, 4, 4.5]),  # onnx.reference: [1, 2, 3, 4, 3]
-    (7, dict(kernel_shape=[3], pads=[1, 1], count_include_pad=1), [1, 2, 3, 4, 3]),
-    (19, dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER"),
-     [2, 2, 3, 4, 4]),  # onnx.reference: [2, 3, 4, 4, 0]
-    (19, dict(kernel_shape=[3], dilations=[2], auto_pad="VALID"), [3]),  # onnx.reference: [3, 0, 0]
-    (22, dict(kernel_shape=[3], strides=[3], ceil_mode=1), [2, 4.5]),  # onnx.reference shifts the windows
-])
+@pytest.mark.parametrize(
+    "opset, attributes, right",
+    [
+        (1, dict(kernel_shape=[3], pads=[1, 1]), [1.5, 2, 3, 4, 4.5]),  # onnx.reference: [1, 2, 3, 4, 3]
+        (7, dict(kernel_shape=[3], pads=[1, 1], count_include_pad=1), [1, 2, 3, 4, 3]),
+        (
+            19,
+            dict(kernel_shape=[2], dilations=[2], auto_pad="SAME_UPPER"),
+            [2, 2, 3, 4, 4],
+        ),  # onnx.reference: [2, 3, 4, 4, 0]
+        (19, dict(kernel_shape=[3], dilations=[2], auto_pad="VALID"), [3]),  # onnx.reference: [3, 0, 0]
+        (22, dict(kernel_shape=[3], strides=[3], ceil_mode=1), [2, 4.5]),  # onnx.reference shifts the windows
+    ],
+)
 def test_evaluator_with_model_opset(opset, attributes, right):
     from onnx import TensorProto, helper
 
     node = helper.make_node("AveragePool", ["x"], ["y"], **attributes)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     y = avgpool_onnx.make_evaluator(model).run(None, {"x": np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5)})[0]
     np.testing.assert_array_equal(y.reshape(-1), np.array(right, dtype=np.float32))
@@ -184,17 +228,33 @@ def test_evaluator_with_model_opset(opset, attributes, right):
 def test_qlinear_average_pool_node_matches_onnxruntime():
     from onnx import TensorProto, helper
 
-    node = helper.make_node("QLinearAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain="com.microsoft",
-                            kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1)
-    inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
-             helper.make_tensor("xz", TensorProto.UINT8, [], [95]),
-             helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
-             helper.make_tensor("yz", TensorProto.UINT8, [], [115])]
-    graph = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 3, 9, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
-                                                    helper.make_opsetid("com.microsoft", 1)],
-                              ir_version=8)
+    node = helper.make_node(
+        "QLinearAveragePool",
+        ["x", "xs", "xz", "ys", "yz"],
+        ["y"],
+        domain="com.microsoft",
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        ceil_mode=1,
+        count_include_pad=1,
+    )
+    inits = [
+        helper.make_tensor("xs", TensorProto.FLOAT, [], [0.1]),
+        helper.make_tensor("xz", TensorProto.UINT8, [], [95]),
+        helper.make_tensor("ys", TensorProto.FLOAT, [], [0.2]),
+        helper.make_tensor("yz", TensorProto.UINT8, [], [115]),
+    ]
+    graph = helper.make_graph(
+        [node],
+        "q",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 3, 9, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+        initializer=inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)], ir_version=8
+    )
     x = np.random.default_rng(0).integers(0, 256, size=(2, 3, 9, 8), dtype=np.uint8)
     got = avgpool_onnx.make_evaluator(model).run(None, {"x": x})[0]
     (expected,) = avgpool_onnx.onnxruntime_outputs(model, {"x": x})
@@ -227,20 +287,29 @@ def _quantized_model(path):
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w1"),
-               numpy_helper.from_array(rng.standard_normal((16, 8, 1, 1)).astype(np.float32) * 0.3, "w2")]
-    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("AveragePool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
-                              ceil_mode=1),
-             helper.make_node("Conv", ["p1", "w2"], ["c2"]),
-             helper.make_node("Relu", ["c2"], ["r2"]),
-             helper.make_node("AveragePool", ["r2"], ["p2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                              count_include_pad=1),
-             helper.make_node("GlobalAveragePool", ["r2"], ["g"])]
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w1"),
+        numpy_helper.from_array(rng.standard_normal((16, 8, 1, 1)).astype(np.float32) * 0.3, "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node(
+            "AveragePool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1
+        ),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("AveragePool", ["r2"], ["p2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+    ]
     outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("p2", "g")]
-    graph = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 20, 20])],
-                              outputs, initializer=weights)
+    graph = helper.make_graph(
+        nodes,
+        "small",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 20, 20])],
+        outputs,
+        initializer=weights,
+    )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9), path / "f.onnx")
 
     class Calibration(CalibrationDataReader):

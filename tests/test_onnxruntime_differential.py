@@ -46,8 +46,12 @@ def _random_configuration(rng: np.random.Generator):
 
 def _onnxruntime_pool(x: np.ndarray, opset: int, attrs: dict) -> np.ndarray:
     node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
-    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     options = ort.SessionOptions()

@@ -33,8 +33,10 @@ def _callers():
     """Each entry point, called twice with the same shape: the second call takes the path that
     remembers the validated call (the prepared pool's per-shape cache, the function's memo)."""
     pool = avgpool.AveragePool(**ATTRIBUTES)
-    return {"function": lambda x, out: avgpool.average_pool(x, out=out, **ATTRIBUTES),
-            "prepared": lambda x, out: pool(x, out)}
+    return {
+        "function": lambda x, out: avgpool.average_pool(x, out=out, **ATTRIBUTES),
+        "prepared": lambda x, out: pool(x, out),
+    }
 
 
 def _outs(tmp_path, shape, dtype):
@@ -47,8 +49,9 @@ def _outs(tmp_path, shape, dtype):
 
 
 @pytest.mark.parametrize("caller", ["function", "prepared"])
-@pytest.mark.parametrize("size,dtype", [("serial", "float32"), ("threaded", "float32"), ("serial", "float16"),
-                                        ("serial", "float64")])
+@pytest.mark.parametrize(
+    "size,dtype", [("serial", "float32"), ("threaded", "float32"), ("serial", "float16"), ("serial", "float64")]
+)
 def test_ndarray_subclasses_as_out(tmp_path, caller, size, dtype):
     x = _input(size, dtype)
     want = avgpool.average_pool(x, **ATTRIBUTES)
@@ -95,18 +98,18 @@ def test_out_sharing_memory_with_the_input(tmp_path, caller, size):
     call = _callers()[caller]
     for _ in range(2):
         x = x0.copy()
-        assert call(x, x.reshape(-1)[:want.size].reshape(want.shape)) is not None
-        np.testing.assert_array_equal(x.reshape(-1)[:want.size].reshape(want.shape), want)
+        assert call(x, x.reshape(-1)[: want.size].reshape(want.shape)) is not None
+        np.testing.assert_array_equal(x.reshape(-1)[: want.size].reshape(want.shape), want)
 
         x = x0.copy()
-        out = x.reshape(-1)[::3][:want.size].reshape(want.shape)  # non-contiguous and overlapping
+        out = x.reshape(-1)[::3][: want.size].reshape(want.shape)  # non-contiguous and overlapping
         call(x, out)
         np.testing.assert_array_equal(out, want)
 
         path = tmp_path / "shared.dat"
         mapped = np.memmap(path, dtype=np.float32, mode="w+", shape=x0.shape)
         mapped[...] = x0
-        out = mapped.reshape(-1)[:want.size].reshape(want.shape)  # a memmap: the file's first bytes
+        out = mapped.reshape(-1)[: want.size].reshape(want.shape)  # a memmap: the file's first bytes
         assert type(out) is np.memmap and call(mapped, out) is out
         np.testing.assert_array_equal(out, want)
         del mapped, out

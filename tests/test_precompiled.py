@@ -39,9 +39,12 @@ def test_every_level_holds_the_same_signatures():
     # from the signatures a level it runs saved: a signature missing from one level would be
     # compiled on a user's first call, on CPUs of that level only
     def signatures(level):
-        return {dispatcher.py_func.__name__: sorted(str(key[0]) for key in
-                                                    dispatcher._cache._file(str(jit.PRECOMPILED / level))._load_index())
-                for dispatcher in entry_kernels()}
+        return {
+            dispatcher.py_func.__name__: sorted(
+                str(key[0]) for key in dispatcher._cache._file(str(jit.PRECOMPILED / level))._load_index()
+            )
+            for dispatcher in entry_kernels()
+        }
 
     first, *others = jit.LEVELS
     expected = signatures(first)
@@ -93,8 +96,12 @@ def test_the_object_code_defines_the_symbols_the_bitcode_would_name(level):
     for path in entries:
         (name, kind, (code, bitcode)), fndesc = pickle.loads(path.read_bytes())[:2]
         module = ll.parse_bitcode(bitcode)
-        linkable = {value.name for values in (module.functions, module.global_variables) for value in values
-                    if not value.is_declaration and value.linkage not in (ll.Linkage.internal, ll.Linkage.private)}
+        linkable = {
+            value.name
+            for values in (module.functions, module.global_variables)
+            for value in values
+            if not value.is_declaration and value.linkage not in (ll.Linkage.internal, ll.Linkage.private)
+        }
         assert kind == "object" and fndesc.llvm_cpython_wrapper_name in linkable, path.name
         assert loading.elf_defined_symbols(code) == linkable, path.name
     assert loading.elf_defined_symbols(b"\xcf\xfa\xed\xfe" + bytes(60)) is None  # Mach-O: numba's own loader
@@ -107,8 +114,9 @@ def test_another_cpu_runs_the_portable_level_with_the_same_results(tmp_path):
     if "x86-64-v3" not in jit.shipped_levels():
         pytest.skip("this CPU cannot run x86-64-v3 code")
     best = _run_battery(tmp_path / "best")
-    other = _run_battery(tmp_path / "other", NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="",
-                         AVGPOOL_PRECOMPILED="x86-64-v3")
+    other = _run_battery(
+        tmp_path / "other", NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="", AVGPOOL_PRECOMPILED="x86-64-v3"
+    )
     assert other["compiled"] == []
     assert other["digest"] == best["digest"]
 
@@ -128,8 +136,7 @@ def test_a_truncated_or_garbage_cache_entry_is_ignored(tmp_path):
     for index in folder.glob("separable.pool_slabs_16-*.nbi"):
         index.write_bytes(b"\x80\x04\x95 garbage, not an index")
     expected = _run_battery(tmp_path / "clean", ["float32"])
-    result = _run_battery(tmp_path, ["float32"], NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES="",
-                          AVGPOOL_PRECOMPILED=level)
+    result = _run_battery(tmp_path, ["float32"], NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES="", AVGPOOL_PRECOMPILED=level)
     assert result["compiled"] == [] and result["digest"] == expected["digest"]
     assert "Traceback" not in result["stderr"]
     assert len([line for line in result["stderr"].splitlines() if "avgpool" in line]) == 1, result["stderr"]
@@ -151,23 +158,39 @@ def test_a_read_only_install_without_a_writable_home_runs(tmp_path):
     shutil.copytree(SRC / "avgpool", install / "avgpool", ignore=shutil.ignore_patterns("__pycache__"))
     for path in [install, *install.rglob("*")]:
         mode = path.stat().st_mode
-        path.chmod((mode | stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH | (
-            stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if path.is_dir() else 0)) & ~(stat.S_IWUSR | stat.S_IWGRP
-                                                                                    | stat.S_IWOTH))
+        path.chmod(
+            (
+                mode
+                | stat.S_IRUSR
+                | stat.S_IRGRP
+                | stat.S_IROTH
+                | (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if path.is_dir() else 0)
+            )
+            & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+        )
     install.parent.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
     env.update(HOME="/nonexistent", PYTHONPATH=str(install), AVGPOOL_PRECOMPILED="1")
-    code = ("import numpy as np, avgpool; x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4); "
-            "y = avgpool.average_pool(x, [2, 2], strides=[2, 2]); print(y.ravel().tolist()); "
-            "print(avgpool.cache_location()); print(avgpool.__file__)")
+    code = (
+        "import numpy as np, avgpool; x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4); "
+        "y = avgpool.average_pool(x, [2, 2], strides=[2, 2]); print(y.ravel().tolist()); "
+        "print(avgpool.cache_location()); print(avgpool.__file__)"
+    )
     as_nobody = os.geteuid() == 0 and hasattr(os, "setuid")
 
     def drop() -> None:
         os.setgid(65534)
         os.setuid(65534)
 
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900,
-                            preexec_fn=drop if as_nobody else None, cwd="/")
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        preexec_fn=drop if as_nobody else None,
+        cwd="/",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     shutil.rmtree(install.parent, ignore_errors=True)
     lines = result.stdout.splitlines()
@@ -184,14 +207,21 @@ def test_a_kernel_compiled_later_links_a_callee_loaded_from_the_cache(tmp_path):
     (tmp_path / "linked.py").write_text(
         "from avgpool.kernels.jit import kernel\n\n"
         "@kernel()\ndef callee(a):\n    s = 0.0\n    for v in a:\n        s += v * 2.0\n    return s\n\n"
-        "@kernel()\ndef caller(a):\n    return callee(a) + 1.0\n")
+        "@kernel()\ndef caller(a):\n    return callee(a) + 1.0\n"
+    )
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=f"{tmp_path}{os.pathsep}{SRC}")
-    report = ("import numpy as np, linked\n"
-              "value = linked.{0}(np.arange(5.0))\n"
-              "library = next(iter(linked.callee.overloads.values())).library\n"
-              "print(value, dict(linked.callee.stats.cache_hits) != {{}}, '_shared_bitcode' in library.__dict__)\n")
-    runs = [subprocess.run([sys.executable, "-c", report.format(name)], env=env, capture_output=True, text=True,
-                           timeout=600) for name in ("callee", "caller")]
+    report = (
+        "import numpy as np, linked\n"
+        "value = linked.{0}(np.arange(5.0))\n"
+        "library = next(iter(linked.callee.overloads.values())).library\n"
+        "print(value, dict(linked.callee.stats.cache_hits) != {{}}, '_shared_bitcode' in library.__dict__)\n"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", report.format(name)], env=env, capture_output=True, text=True, timeout=600
+        )
+        for name in ("callee", "caller")
+    ]
     assert [run.returncode for run in runs] == [0, 0], runs[0].stderr + runs[1].stderr
     assert runs[0].stdout.split() == ["20.0", "False", "False"]  # compiled, then cached
     assert runs[1].stdout.split() == ["21.0", "True", "True"]  # loaded lazily from the cache, then linked

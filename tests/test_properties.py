@@ -86,9 +86,17 @@ def _reference_of(x, attrs, layout, absolute=False):
     same = attrs["auto_pad"].startswith("SAME")
     rounding = "ceil_drop" if attrs.get("ceil_mode") and not same else "floor"
     data = np.abs(x.astype(np.float64)) if absolute else x
-    return reference_pool(data, attrs["kernel_shape"], attrs["strides"], attrs["dilations"] or [1] * n,
-                          list(zip(flat[:n], flat[n:])), attrs["auto_pad"].lower().replace("notset", "explicit"),
-                          rounding, "padded" if attrs.get("count_include_pad") and opset >= 7 else "valid", layout)
+    return reference_pool(
+        data,
+        attrs["kernel_shape"],
+        attrs["strides"],
+        attrs["dilations"] or [1] * n,
+        list(zip(flat[:n], flat[n:])),
+        attrs["auto_pad"].lower().replace("notset", "explicit"),
+        rounding,
+        "padded" if attrs.get("count_include_pad") and opset >= 7 else "valid",
+        layout,
+    )
 
 
 def _arrange(draw, x, layout):
@@ -123,9 +131,17 @@ def test_average_pool_matches_reference(data):
         raise AssertionError("avgpool accepted a configuration with a negative output length")
     got = avgpool.average_pool(presented, layout=layout, **attrs)
     assert got.dtype == np.dtype(dtype) and got.dtype.isnative
-    assert got.shape == avgpool.output_shape(shape, attrs["kernel_shape"], strides=attrs["strides"], pads=attrs["pads"],
-                                             auto_pad=attrs["auto_pad"], ceil_mode=attrs.get("ceil_mode", False),
-                                             dilations=attrs["dilations"], opset=attrs["opset"], layout=layout)
+    assert got.shape == avgpool.output_shape(
+        shape,
+        attrs["kernel_shape"],
+        strides=attrs["strides"],
+        pads=attrs["pads"],
+        auto_pad=attrs["auto_pad"],
+        ceil_mode=attrs.get("ceil_mode", False),
+        dilations=attrs["dilations"],
+        opset=attrs["opset"],
+        layout=layout,
+    )
     abs_average = _reference_of(x, attrs, layout, absolute=True)
     taps = math.prod(attrs["kernel_shape"])
     assert_close_to_exact(got, exact, abs_average, taps, context=f"{attrs} {layout} {dtype}")
@@ -164,9 +180,19 @@ def test_banded_path_is_taken():
     assert tables.band == 9  # small slabs: whole slabs, no bands
 
 
-@pytest.mark.parametrize("kernel, stride, dilation, overlap", [
-    (2, 2, 1, False), (4, 4, 1, False), (3, 4, 1, False), (3, 2, 1, True), (3, 1, 1, True),
-    (2, 2, 2, True), (2, 3, 2, False), (1, 1, 1, False)])
+@pytest.mark.parametrize(
+    "kernel, stride, dilation, overlap",
+    [
+        (2, 2, 1, False),
+        (4, 4, 1, False),
+        (3, 4, 1, False),
+        (3, 2, 1, True),
+        (3, 1, 1, True),
+        (2, 2, 2, True),
+        (2, 3, 2, False),
+        (1, 1, 1, False),
+    ],
+)
 def test_overlapping_windows_get_the_cache_sized_groups(kernel, stride, dilation, overlap):
     """Slabs of overlapping windows are grouped within the smaller budget, the others within the
     bigger one (tuning's overlapping_group_scratch_bytes, group_scratch_bytes)."""
@@ -174,8 +200,7 @@ def test_overlapping_windows_get_the_cache_sized_groups(kernel, stride, dilation
     from avgpool.spec import Layout
 
     shape = (1, 16, 32, 32)  # one piece: the group is every slab unless the budget is smaller
-    spec = onnx_dialect.make_spec(22, shape, [kernel, kernel], strides=[stride, stride],
-                                  dilations=[dilation, dilation])
+    spec = onnx_dialect.make_spec(22, shape, [kernel, kernel], strides=[stride, stride], dilations=[dilation, dilation])
     with tuning.tuned(group_scratch_bytes=1 << 40, overlapping_group_scratch_bytes=1):
         group = engine.prepare(spec, shape, np.dtype(np.float32), Layout.NCX).kernel_args[0].group
     assert group == (1 if overlap else 16)
@@ -202,10 +227,16 @@ def large_kernel_configurations(draw):
     ndim = draw(st.integers(1, 2))
     spatial = tuple(draw(st.integers(1, 60 if ndim == 1 else 24)) for _ in range(ndim))
     kernel = [draw(st.integers(5, 12)) for _ in range(ndim)]
-    attrs = dict(kernel_shape=kernel, strides=[draw(st.integers(1, 2)) for _ in range(ndim)],
-                 dilations=[draw(st.integers(1, 3)) for _ in range(ndim)], opset=22,
-                 auto_pad=draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
-                 ceil_mode=draw(st.booleans()), count_include_pad=draw(st.booleans()), pads=None)
+    attrs = dict(
+        kernel_shape=kernel,
+        strides=[draw(st.integers(1, 2)) for _ in range(ndim)],
+        dilations=[draw(st.integers(1, 3)) for _ in range(ndim)],
+        opset=22,
+        auto_pad=draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
+        ceil_mode=draw(st.booleans()),
+        count_include_pad=draw(st.booleans()),
+        pads=None,
+    )
     if attrs["auto_pad"] == "NOTSET":
         attrs["pads"] = [draw(st.integers(0, k)) for k in kernel] * 2
     dtype = draw(st.sampled_from(FLOAT_DTYPES))
@@ -262,16 +293,25 @@ def test_side_by_side_windows_match_reference(data):
     kernel = [data.draw(st.integers(1, 3))] * (ndim - 1) + [k]
     spatial = tuple(data.draw(st.integers(n, n + 4)) for n in kernel[:-1]) + (data.draw(st.integers(k, 70)),)
     pads = [data.draw(st.integers(0, n - 1)) for n in kernel] * 2 if data.draw(st.booleans()) else None
-    attrs = dict(kernel_shape=kernel, strides=[1] * (ndim - 1) + [k], pads=pads, auto_pad="NOTSET", dilations=None,
-                 ceil_mode=data.draw(st.booleans()), count_include_pad=data.draw(st.booleans()), opset=22)
+    attrs = dict(
+        kernel_shape=kernel,
+        strides=[1] * (ndim - 1) + [k],
+        pads=pads,
+        auto_pad="NOTSET",
+        dilations=None,
+        ceil_mode=data.draw(st.booleans()),
+        count_include_pad=data.draw(st.booleans()),
+        opset=22,
+    )
     dtype = data.draw(st.sampled_from(FLOAT_DTYPES))
     shape = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 3))) + spatial
     x = data.draw(edge_arrays(shape, dtype))
     note(f"attrs={attrs} dtype={dtype} shape={shape}\nx={x!r}")
     got = avgpool.average_pool(x, **attrs)
     exact = _reference_of(x, attrs, "NCX")
-    assert_close_to_exact(got, exact, _reference_of(x, attrs, "NCX", absolute=True), math.prod(kernel),
-                          context=f"{attrs} {dtype}")
+    assert_close_to_exact(
+        got, exact, _reference_of(x, attrs, "NCX", absolute=True), math.prod(kernel), context=f"{attrs} {dtype}"
+    )
 
 
 def test_side_by_side_windows_are_summed_in_pairs():
@@ -280,7 +320,7 @@ def test_side_by_side_windows_are_summed_in_pairs():
     rounded. Both in a long row (one loop over all rows) and in rows with clipped windows."""
     e = 2.0**-53
     for shape, pads in (((2, 3, 64), [0, 0]), ((1, 1, 30), [2, 3])):
-        x = np.tile([1.0, e, e, e], math.prod(shape) // 4 + 2)[:math.prod(shape)].reshape(shape)
+        x = np.tile([1.0, e, e, e], math.prod(shape) // 4 + 2)[: math.prod(shape)].reshape(shape)
         got = avgpool.average_pool(x, [4], strides=[4], pads=pads)
         interior = got[..., 1:-1] if pads[0] else got
         assert (interior == (1.0 + 2.0**-52) / 4).all(), interior
@@ -298,10 +338,16 @@ def test_transposed_block_sums_match_reference(data):
     rows = data.draw(st.integers(TILE_ROWS, 3 * TILE_ROWS + 5))
     length = data.draw(st.integers(dilation * (k[1] - 1) + 1, 48))
     shape = (1, data.draw(st.integers(1, 2)), rows, length)
-    attrs = dict(kernel_shape=k, strides=[1, data.draw(st.integers(1, 3))], ceil_mode=data.draw(st.booleans()),
-                 count_include_pad=data.draw(st.booleans()), dilations=[1, dilation],
-                 pads=[0, data.draw(st.integers(0, k[1])), 0, data.draw(st.integers(0, k[1]))], auto_pad="NOTSET",
-                 opset=22)
+    attrs = dict(
+        kernel_shape=k,
+        strides=[1, data.draw(st.integers(1, 3))],
+        ceil_mode=data.draw(st.booleans()),
+        count_include_pad=data.draw(st.booleans()),
+        dilations=[1, dilation],
+        pads=[0, data.draw(st.integers(0, k[1])), 0, data.draw(st.integers(0, k[1]))],
+        auto_pad="NOTSET",
+        opset=22,
+    )
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     x = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, shape)
     for value in data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 1e300]), max_size=3)):
@@ -319,9 +365,16 @@ def test_streaming_block_sums_match_reference(data):
     """Planes at least twice the kernel take the streaming block pass (dilation 1, rows > 1)."""
     k = [data.draw(st.integers(5, 9)), data.draw(st.integers(5, 9))]
     shape = (1, data.draw(st.integers(18, 26)), data.draw(st.integers(18, 26)), 2)  # NXC: rows of 2 channels
-    attrs = dict(kernel_shape=k, strides=[data.draw(st.integers(1, 2)), 1], ceil_mode=data.draw(st.booleans()),
-                 count_include_pad=data.draw(st.booleans()),
-                 pads=[data.draw(st.integers(0, 9)) for _ in range(4)], auto_pad="NOTSET", dilations=None, opset=22)
+    attrs = dict(
+        kernel_shape=k,
+        strides=[data.draw(st.integers(1, 2)), 1],
+        ceil_mode=data.draw(st.booleans()),
+        count_include_pad=data.draw(st.booleans()),
+        pads=[data.draw(st.integers(0, 9)) for _ in range(4)],
+        auto_pad="NOTSET",
+        dilations=None,
+        opset=22,
+    )
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     x = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, shape)
     for value in data.draw(st.lists(st.sampled_from([np.nan, np.inf, -np.inf, 1e300]), max_size=3)):
@@ -346,9 +399,16 @@ def running_configurations(draw):
     ndim = draw(st.integers(1, 3))
     spatial = tuple(draw(st.integers(1, 5 if ndim == 3 else 24)) for _ in range(ndim))
     kernel = [draw(st.integers(1, 4 if ndim == 3 else 9)) for _ in range(ndim)]
-    attrs = dict(kernel_shape=kernel, strides=[draw(st.integers(1, 3)) for _ in range(ndim)], dilations=None,
-                 opset=22, auto_pad=draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
-                 ceil_mode=draw(st.booleans()), count_include_pad=draw(st.booleans()), pads=None)
+    attrs = dict(
+        kernel_shape=kernel,
+        strides=[draw(st.integers(1, 3)) for _ in range(ndim)],
+        dilations=None,
+        opset=22,
+        auto_pad=draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])),
+        ceil_mode=draw(st.booleans()),
+        count_include_pad=draw(st.booleans()),
+        pads=None,
+    )
     if attrs["auto_pad"] == "NOTSET":
         attrs["pads"] = [draw(st.integers(0, k + 1)) for k in kernel] + [draw(st.integers(0, k + 1)) for k in kernel]
     layout = draw(st.sampled_from(["NCX", "NXC"]))
@@ -365,7 +425,7 @@ def test_exact_running_sums_match_reference(data):
         x = data.draw(edge_arrays(shape, np.float32))
     else:  # ordinary values over a wide but summable range, and zeros
         rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-        x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-12, 12, shape) * (rng.random(shape) > 0.1))
+        x = rng.standard_normal(shape) * 2.0 ** rng.integers(-12, 12, shape) * (rng.random(shape) > 0.1)
         x = x.astype(np.float32)
     note(f"attrs={attrs} layout={layout} shape={shape}\nx={x!r}")
     try:
@@ -388,7 +448,7 @@ def test_exact_running_sums_are_exact_where_float64_sums_round():
 
     rng = np.random.default_rng(7)
     shape = (2, 3, 40, 40)
-    small = (rng.integers(1 << 22, 1 << 23, shape) * 2.0**-34 * np.where(rng.random(shape) < 0.5, 1, -1))
+    small = rng.integers(1 << 22, 1 << 23, shape) * 2.0**-34 * np.where(rng.random(shape) < 0.5, 1, -1)
     big = np.where(rng.random(shape) < 0.5, 2.0**15, -(2.0**15))
     x = np.where(rng.random(shape) < 0.3, big, small).astype(np.float32)
     pads = [(3, 3), (3, 3)]
@@ -411,8 +471,9 @@ def test_the_exact_path_starts_at_k5():
     from avgpool.shape import resolve
     from avgpool.spec import Layout
 
-    three, five = (resolve(onnx_dialect.make_spec(22, (1, 2, 32, 32), [k, k], pads=[k // 2] * 4), (32, 32))
-                   for k in (3, 5))
+    three, five = (
+        resolve(onnx_dialect.make_spec(22, (1, 2, 32, 32), [k, k], pads=[k // 2] * 4), (32, 32)) for k in (3, 5)
+    )
     assert not tables.uses_running(three, Layout.NCX) and tables.uses_running(five, Layout.NCX)
     with tuning.tuned(exact_running_min_kernel=3):  # a chosen value wins
         assert tables.uses_running(three, Layout.NCX)
@@ -433,7 +494,7 @@ def test_exact_running_path_is_taken_and_decided_per_slab():
     x[0, 0, 10, 10] = np.nan
     got = avgpool.average_pool(x, [k, k], pads=[k // 2] * 4)
     assert np.array_equal(got[:, 1:], alone)
-    assert np.isnan(got[0, 0, 10 - k // 2:11 + k // 2, 10 - k // 2:11 + k // 2]).all()
+    assert np.isnan(got[0, 0, 10 - k // 2 : 11 + k // 2, 10 - k // 2 : 11 + k // 2]).all()
     assert np.isnan(got[0, 0]).sum() == k * k
 
 
@@ -485,16 +546,19 @@ def test_fixed_point_conversion_is_exact_below_2_to_51_units(q):
     assert tables.headroom(resolve(spec, (4096,))) == tables.VALUE_BITS_MAX == 51
 
 
-@pytest.mark.parametrize("values, headroom, fits", [
-    ([1.0, 2.0**-20], 46, True),      # 2**0 < 2**1, multiples of 2**-43: 44 bits
-    ([1.0, 2.0**-20], 43, False),
-    ([0.0, -0.0, 3.0], 24, True),      # zeros take no bits: 3 is 3 * 2**22 units of 2**-22 (< 2**24)
-    ([0.0, -0.0, 3.0], 23, False),
-    ([np.inf, 1.0], 60, False),
-    ([np.nan], 60, False),
-    ([0.0, 0.0], 0, True),
-    ([1e-45, 1e-40], 40, True),        # subnormals: multiples of 2**-149
-])
+@pytest.mark.parametrize(
+    "values, headroom, fits",
+    [
+        ([1.0, 2.0**-20], 46, True),  # 2**0 < 2**1, multiples of 2**-43: 44 bits
+        ([1.0, 2.0**-20], 43, False),
+        ([0.0, -0.0, 3.0], 24, True),  # zeros take no bits: 3 is 3 * 2**22 units of 2**-22 (< 2**24)
+        ([0.0, -0.0, 3.0], 23, False),
+        ([np.inf, 1.0], 60, False),
+        ([np.nan], 60, False),
+        ([0.0, 0.0], 0, True),
+        ([1e-45, 1e-40], 40, True),  # subnormals: multiples of 2**-149
+    ],
+)
 def test_fixed_point_exponent(values, headroom, fits):
     from avgpool.kernels.running import NOT_EXACT, fixed_point_exponent
 

@@ -35,28 +35,36 @@ class OrtRunner:
         self.sessions: dict = {}
 
     def session(self, dtype: np.dtype, rank: int, attrs: dict, with_zp: bool):
-        key = (np.dtype(dtype).str, rank, tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
-                                                        for k, v in attrs.items())), with_zp)
+        key = (
+            np.dtype(dtype).str,
+            rank,
+            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items())),
+            with_zp,
+        )
         if key not in self.sessions:
             elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
             names = ["x", "xs", "xz", "ys", "yz"] if with_zp else ["x", "xs", "xz", "ys"]
             node = helper.make_node("QLinearAveragePool", names, ["y"], domain="com.microsoft", **attrs)
-            inputs = [helper.make_tensor_value_info("x", elem, [None] * rank),
-                      helper.make_tensor_value_info("xs", TensorProto.FLOAT, []),
-                      helper.make_tensor_value_info("ys", TensorProto.FLOAT, [])]
+            inputs = [
+                helper.make_tensor_value_info("x", elem, [None] * rank),
+                helper.make_tensor_value_info("xs", TensorProto.FLOAT, []),
+                helper.make_tensor_value_info("ys", TensorProto.FLOAT, []),
+            ]
             inputs.append(helper.make_tensor_value_info("xz", elem, []))
             if with_zp:
                 inputs.append(helper.make_tensor_value_info("yz", elem, []))
             graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", elem, None)])
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19),
-                                                            helper.make_opsetid("com.microsoft", 1)])
+            model = helper.make_model(
+                graph, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)]
+            )
             model.ir_version = 9
             options = ort.SessionOptions()
             options.intra_op_num_threads = 1
             options.log_severity_level = 4
             try:
-                self.sessions[key] = ort.InferenceSession(model.SerializeToString(), options,
-                                                          providers=["CPUExecutionProvider"])
+                self.sessions[key] = ort.InferenceSession(
+                    model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                )
             except Exception as err:  # noqa: BLE001 - onnxruntime refuses these attributes: remembered
                 self.sessions[key] = err
         session = self.sessions[key]
@@ -105,8 +113,10 @@ def compare(runner, x, xs, xz, ys, yz, attrs):
     assert not isinstance(got, Exception), f"avgpool raised {got} but onnxruntime gives {expected}"
     assert got.dtype == expected.dtype and got.shape == expected.shape, (got.shape, expected.shape)
     bad = got != expected
-    assert not bad.any(), (f"{int(bad.sum())} of {got.size} values differ: ours {got[bad][:8]} onnxruntime "
-                           f"{expected[bad][:8]}; x{x.shape} {x.dtype} xs={xs!r} xz={xz} ys={ys!r} yz={yz} {attrs}")
+    assert not bad.any(), (
+        f"{int(bad.sum())} of {got.size} values differ: ours {got[bad][:8]} onnxruntime "
+        f"{expected[bad][:8]}; x{x.shape} {x.dtype} xs={xs!r} xz={xz} ys={ys!r} yz={yz} {attrs}"
+    )
     return got
 
 
@@ -160,8 +170,11 @@ def test_random_configurations(runner, dtype):
             if attrs.get("auto_pad", "").startswith("SAME"):
                 attrs["strides"] = list(attrs["kernel_shape"])
         for _ in range(2):
-            spatial = list(attrs["kernel_shape"]) if global_ else [
-                int(rng.integers(max(1, k - 2), k + 9)) for k in attrs["kernel_shape"]]
+            spatial = (
+                list(attrs["kernel_shape"])
+                if global_
+                else [int(rng.integers(max(1, k - 2), k + 9)) for k in attrs["kernel_shape"]]
+            )
             x = random_x(rng, dtype, spatial, attrs.get("channels_last"))
             result = compare(runner, x, *random_scalars(rng, dtype), attrs)
             computed += not isinstance(result, Exception)
@@ -186,8 +199,15 @@ def test_global_path_random(runner, dtype, channels_last):
         x = random_x(rng, dtype, spatial, channels_last, c=int(rng.choice([1, 3, 8, 16, 33, 100])))
         xs = float(F32(np.exp(rng.uniform(np.log(1e-4), np.log(10.0)))))
         ys = float(F32(np.exp(rng.uniform(np.log(1e-5), np.log(10.0)))))
-        compare(runner, x, xs, int(rng.integers(info.min, info.max + 1)), ys,
-                int(rng.integers(info.min, info.max + 1)), attrs)
+        compare(
+            runner,
+            x,
+            xs,
+            int(rng.integers(info.min, info.max + 1)),
+            ys,
+            int(rng.integers(info.min, info.max + 1)),
+            attrs,
+        )
 
 
 @pytest.mark.parametrize("threaded", [False, True])
@@ -197,9 +217,14 @@ def test_one_short_output_row_per_plane(runner, threaded):
     ._planes_at_once), group edges between planes and between thread pieces; power-of-two and
     other divisors."""
     rng = np.random.default_rng(41)
-    cases = [([7, 7], None, [0, 0, 1, 1], [6, 6], 0), ([3, 3], [3, 3], [1, 1, 0, 0], [3, 4], 1),
-             ([2, 2], [2, 2], [0, 0, 1, 1], [1, 3], 0), ([4], [3], [1, 2], [9], 0), ([2], [2], [0, 1], [15], 1),
-             ([2, 2, 2], [2, 2, 2], [0, 0, 0, 1, 1, 1], [1, 2, 3], 0)]
+    cases = [
+        ([7, 7], None, [0, 0, 1, 1], [6, 6], 0),
+        ([3, 3], [3, 3], [1, 1, 0, 0], [3, 4], 1),
+        ([2, 2], [2, 2], [0, 0, 1, 1], [1, 3], 0),
+        ([4], [3], [1, 2], [9], 0),
+        ([2], [2], [0, 1], [15], 1),
+        ([2, 2, 2], [2, 2, 2], [0, 0, 0, 1, 1, 1], [1, 2, 3], 0),
+    ]
     with tuning.tuned(**({"qlinear_ncx_parallel_work": 1} if threaded else {})):
         qlinear.forget()
         for kernel, strides, pads, spatial, cip in cases:
@@ -237,11 +262,22 @@ def test_channels_first_through_the_channels_last_kernel(runner, threaded):
                     continue
             with tuning.tuned(**knobs):
                 got = compare(runner, x, *scalars, attrs)
-                prepared = qlinear.prepare_cached(x.shape, x.dtype, *(qlinear._freeze(attrs.get(name, default))
-                                                  for name, default in (("kernel_shape", None), ("strides", None),
-                                                                        ("pads", None), ("auto_pad", "NOTSET"),
-                                                                        ("ceil_mode", 0), ("count_include_pad", 0),
-                                                                        ("channels_last", 0))))
+                prepared = qlinear.prepare_cached(
+                    x.shape,
+                    x.dtype,
+                    *(
+                        qlinear._freeze(attrs.get(name, default))
+                        for name, default in (
+                            ("kernel_shape", None),
+                            ("strides", None),
+                            ("pads", None),
+                            ("auto_pad", "NOTSET"),
+                            ("ceil_mode", 0),
+                            ("count_include_pad", 0),
+                            ("channels_last", 0),
+                        )
+                    ),
+                )
             assert np.array_equal(got, native)
             taken += prepared.quantized.kind == qlinear_engine._NCX_THROUGH_NXC
             if prepared.quantized.kind == qlinear_engine._NCX_THROUGH_NXC and x.shape[0] == 1 and x.shape[1] > 16:
@@ -253,14 +289,15 @@ def test_channels_first_through_the_channels_last_kernel(runner, threaded):
 def test_larger_inputs_threaded(runner, channels_last):
     """Inputs big enough for several chunks (on numba threads), general and global paths."""
     rng = np.random.default_rng(11 + channels_last)
-    with tuning.tuned(qlinear_parallel_work=1, qlinear_global_parallel_work=1,
-                      qlinear_global_ncx_parallel_work=1):
+    with tuning.tuned(qlinear_parallel_work=1, qlinear_global_parallel_work=1, qlinear_global_ncx_parallel_work=1):
         qlinear.forget()
-        cases = [([2, 2], [2, 2], [0, 0, 0, 0], [32, 56, 56], 0),
-                 ([3, 3], [1, 1], [1, 1, 1, 1], [24, 28, 28], 0),
-                 ([3, 3], [2, 2], [1, 0, 1, 2], [16, 29, 31], 1),
-                 ([2, 2, 2], [2, 2, 2], [0] * 6, [8, 16, 16, 16], 0),
-                 ([7, 7], None, None, [256, 7, 7], 0)]
+        cases = [
+            ([2, 2], [2, 2], [0, 0, 0, 0], [32, 56, 56], 0),
+            ([3, 3], [1, 1], [1, 1, 1, 1], [24, 28, 28], 0),
+            ([3, 3], [2, 2], [1, 0, 1, 2], [16, 29, 31], 1),
+            ([2, 2, 2], [2, 2, 2], [0] * 6, [8, 16, 16, 16], 0),
+            ([7, 7], None, None, [256, 7, 7], 0),
+        ]
         for kernel, strides, pads, shape, cip in cases:
             attrs = {"kernel_shape": kernel, "channels_last": channels_last, "count_include_pad": cip}
             if strides:
@@ -286,15 +323,23 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
     sources = {"dequant_reuse": 0 if dequant else 10**9, "dequant_row": 0}
     rng = np.random.default_rng(31 + dequant)
     cases = [  # kernel, strides, pads or auto_pad, spatial, channels
-        ([1, 1], [1, 1], None, [5, 6], 3), ([1, 2], [1, 1], None, [4, 7], 17), ([2, 2], [2, 2], None, [7, 9], 64),
-        ([2, 3], [1, 2], [1, 1, 0, 2], [6, 9], 5), ([3, 3], [1, 1], [1, 1, 1, 1], [8, 11], 40),
-        ([3, 3], [2, 2], [1, 0, 1, 2], [9, 10], 16), ([3, 3], [3, 3], None, [9, 12], 8),
-        ([3, 4], [1, 1], [2, 1, 0, 3], [7, 9], 3), ([5, 5], [1, 2], [2, 2, 2, 2], [9, 13], 33),
-        ([4, 4], [3, 1], [1, 3, 2, 0], [10, 8], 1), ([1, 2], [2, 5], "SAME_UPPER", [5, 9], 7),
-        ([3], [1], [1, 2], [20], 9), ([2, 2, 3], [1, 2, 1], [1, 0, 1, 0, 1, 2], [4, 5, 6], 6),
+        ([1, 1], [1, 1], None, [5, 6], 3),
+        ([1, 2], [1, 1], None, [4, 7], 17),
+        ([2, 2], [2, 2], None, [7, 9], 64),
+        ([2, 3], [1, 2], [1, 1, 0, 2], [6, 9], 5),
+        ([3, 3], [1, 1], [1, 1, 1, 1], [8, 11], 40),
+        ([3, 3], [2, 2], [1, 0, 1, 2], [9, 10], 16),
+        ([3, 3], [3, 3], None, [9, 12], 8),
+        ([3, 4], [1, 1], [2, 1, 0, 3], [7, 9], 3),
+        ([5, 5], [1, 2], [2, 2, 2, 2], [9, 13], 33),
+        ([4, 4], [3, 1], [1, 3, 2, 0], [10, 8], 1),
+        ([1, 2], [2, 5], "SAME_UPPER", [5, 9], 7),
+        ([3], [1], [1, 2], [20], 9),
+        ([2, 2, 3], [1, 2, 1], [1, 0, 1, 0, 1, 2], [4, 5, 6], 6),
         ([2, 1, 2], [2, 1, 3], None, [5, 3, 7], 2),
         # 512 and 1024 channels: the ring's pixels are padded apart (4 KiB aliasing), windows summed one by one
-        ([3, 3], [1, 1], [1, 1, 1, 1], [4, 5], 512), ([2, 3], [2, 1], [0, 1, 1, 0], [5, 4], 1024),
+        ([3, 3], [1, 1], [1, 1, 1, 1], [4, 5], 512),
+        ([2, 3], [2, 1], [0, 1, 1, 0], [5, 4], 1024),
     ]
     try:
         for many_pieces in (False, True):
@@ -304,8 +349,13 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
                 qlinear.forget()
                 for kernel, strides, pads, spatial, channels in cases:
                     for ceil_mode, cip in ((0, 0), (1, 1), (1, 0)):
-                        attrs = {"kernel_shape": kernel, "strides": strides, "channels_last": 1, "ceil_mode": ceil_mode,
-                                 "count_include_pad": cip}
+                        attrs = {
+                            "kernel_shape": kernel,
+                            "strides": strides,
+                            "channels_last": 1,
+                            "ceil_mode": ceil_mode,
+                            "count_include_pad": cip,
+                        }
                         if isinstance(pads, str):
                             attrs["auto_pad"] = pads
                         elif pads:
@@ -315,9 +365,17 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
                             scalars = random_scalars(rng, dtype)
                             got = compare(runner, x, *scalars, attrs)
                             assert not isinstance(got, Exception), (kernel, strides, pads, spatial)
-                            prepared = qlinear.prepare(x.shape, x.dtype, kernel, strides,
-                                                       None if isinstance(pads, str) else pads,
-                                                       pads if isinstance(pads, str) else "NOTSET", ceil_mode, cip, 1)
+                            prepared = qlinear.prepare(
+                                x.shape,
+                                x.dtype,
+                                kernel,
+                                strides,
+                                None if isinstance(pads, str) else pads,
+                                pads if isinstance(pads, str) else "NOTSET",
+                                ceil_mode,
+                                cip,
+                                1,
+                            )
                             assert prepared.quantized.kind == qlinear_engine._GENERAL_NXC
                             assert prepared.quantized.tables[0][qlinear_kernels.DEQUANT] == dequant
     finally:
@@ -358,10 +416,12 @@ def test_onnxruntime_same_padding_with_kernel_below_stride(runner):
     """onnxruntime's SAME pad can be negative (k < s): every window shifts right (semantics 3.1
     says the float op follows the spec; QLinearAveragePool follows onnxruntime)."""
     x = np.arange(1, 8, dtype=np.uint8).reshape(1, 1, 7)
-    assert compare(runner, x, 1.0, 0, 1.0, 0, dict(kernel_shape=[1], strides=[4], auto_pad="SAME_UPPER")).tolist() \
-        == [[[2, 6]]]
-    assert compare(runner, x, 1.0, 0, 1.0, 0, dict(kernel_shape=[1], strides=[4], auto_pad="SAME_LOWER")).tolist() \
-        == [[[1, 5]]]
+    assert compare(runner, x, 1.0, 0, 1.0, 0, dict(kernel_shape=[1], strides=[4], auto_pad="SAME_UPPER")).tolist() == [
+        [[2, 6]]
+    ]
+    assert compare(runner, x, 1.0, 0, 1.0, 0, dict(kernel_shape=[1], strides=[4], auto_pad="SAME_LOWER")).tolist() == [
+        [[1, 5]]
+    ]
 
 
 def test_onnxruntime_truncating_floor(runner):
@@ -382,12 +442,16 @@ def test_optional_zero_points_and_scalar_forms(runner):
     # onnxruntime with y_zero_point really absent (a 4-input node)
     assert np.array_equal(runner.run(x, 0.3, 0, 0.7, None, attrs, with_zp=False), expected)
     x8 = x.view(np.int8)
-    assert np.array_equal(runner.run(x8, 0.3, 0, 0.7, None, attrs, with_zp=False),
-                          ours(x8, 0.3, None, 0.7, None, attrs))
+    assert np.array_equal(
+        runner.run(x8, 0.3, 0, 0.7, None, attrs, with_zp=False), ours(x8, 0.3, None, 0.7, None, attrs)
+    )
     assert np.array_equal(expected, ours(x, 0.3, 0, 0.7, 0, attrs))
-    for xs, xz, ys, yz in [(F32(0.3), np.uint8(0), F32(0.7), np.uint8(0)),
-                           (np.array([0.3], F32), np.array([0], np.uint8), np.array(0.7, F32), np.array(0, np.uint8)),
-                           ([0.3], None, (0.7,), None), (np.float64(0.3), 0, 0.7, None)]:
+    for xs, xz, ys, yz in [
+        (F32(0.3), np.uint8(0), F32(0.7), np.uint8(0)),
+        (np.array([0.3], F32), np.array([0], np.uint8), np.array(0.7, F32), np.array(0, np.uint8)),
+        ([0.3], None, (0.7,), None),
+        (np.float64(0.3), 0, 0.7, None),
+    ]:
         assert np.array_equal(ours(x, xs, xz, ys, yz, attrs), expected)
 
 
@@ -399,8 +463,7 @@ def test_any_strides_and_non_contiguous_input(runner):
     expected = compare(runner, np.ascontiguousarray(view), 0.05, -3, 0.04, 9, attrs)
     assert np.array_equal(ours(view, 0.05, -3, 0.04, 9, attrs), expected)
     nhwc = base[:, ::2, 1:, :]
-    assert np.array_equal(ours(nhwc, 0.05, -3, 0.04, 9, {**attrs, "channels_last": 1}),
-                          np.moveaxis(expected, 1, -1))
+    assert np.array_equal(ours(nhwc, 0.05, -3, 0.04, 9, {**attrs, "channels_last": 1}), np.moveaxis(expected, 1, -1))
 
 
 def _sum_orders(windows, orders, xs, xz):
@@ -484,8 +547,9 @@ def test_global_path_int32_wraparound(runner):
     assert ours(x, 1.0, 0, 2.0**-8, 0, dict(kernel_shape=[side, side], pads=[0, 0, 0, 1])).tolist() == [[[[255, 255]]]]
     nhwc = np.full((1, side, side, 2), 255, np.uint8)
     nhwc[..., 1] = 1
-    assert compare(runner, nhwc, 1.0, 0, 2.0**-8, 0, dict(kernel_shape=[side, side], channels_last=1)).tolist() \
-        == [[[[0, 255]]]]
+    assert compare(runner, nhwc, 1.0, 0, 2.0**-8, 0, dict(kernel_shape=[side, side], channels_last=1)).tolist() == [
+        [[[0, 255]]]
+    ]
 
 
 def test_saturation_where_onnxruntime_is_undefined():
@@ -528,8 +592,10 @@ def test_four_spatial_axes(runner, channels_last):
     expected3 = compare(runner, x3, 0.37, 9, 0.29, 4, attrs3)
     assert np.array_equal(_reference_nd(x3, 0.37, 9, 0.29, 4, [2, 3, 2], [2, 1, 3], attrs3["pads"], 0), expected3)
     x = rng.integers(-128, 128, (2, 3, 4, 5, 3, 6)).astype(np.int8)
-    for kernel, strides, pads, cip in [([2, 2, 2, 3], [1, 2, 1, 2], [1, 0, 1, 2, 0, 1, 0, 1], 0),
-                                       ([3, 1, 2, 2], [2, 1, 1, 3], [2, 0, 1, 0, 1, 0, 0, 1], 1)]:
+    for kernel, strides, pads, cip in [
+        ([2, 2, 2, 3], [1, 2, 1, 2], [1, 0, 1, 2, 0, 1, 0, 1], 0),
+        ([3, 1, 2, 2], [2, 1, 1, 3], [2, 0, 1, 0, 1, 0, 0, 1], 1),
+    ]:
         expected = _reference_nd(x, 0.11, -7, 0.05, 3, kernel, strides, pads, cip)
         attrs = dict(kernel_shape=kernel, strides=strides, pads=pads, count_include_pad=cip)
         if channels_last:
@@ -542,8 +608,12 @@ def test_four_spatial_axes(runner, channels_last):
 def test_empty_batch_and_output_shapes(runner):
     x = np.zeros((0, 3, 5, 5), np.uint8)
     assert compare(runner, x, 0.1, 1, 0.1, 1, dict(kernel_shape=[2, 2])).shape == (0, 3, 4, 4)
-    assert ours(np.zeros((0, 5, 5, 3), np.int8), 0.1, 1, 0.1, 1, dict(kernel_shape=[5, 5], channels_last=1)).shape \
-        == (0, 1, 1, 3)
+    assert ours(np.zeros((0, 5, 5, 3), np.int8), 0.1, 1, 0.1, 1, dict(kernel_shape=[5, 5], channels_last=1)).shape == (
+        0,
+        1,
+        1,
+        3,
+    )
 
 
 def test_repeated_calls_use_caches_correctly():
@@ -565,8 +635,11 @@ def test_nodes_called_in_turn_with_their_own_objects_skip_the_key(monkeypatch):
     """A model runner calls node after node with each node's own objects: after each node's
     first call, none builds a key, and each gets its own result."""
     rng = np.random.default_rng(5)
-    nodes = [((0.5, 1, 0.25, 2), [2, 2], [2, 2], (1, 16, 8, 8), 0), ((0.1, 3, 0.2, 5), [3, 3], [1, 1], (1, 8, 8, 8), 1),
-             ((0.5, 1, 0.25, 2), [2, 2], [2, 2], (1, 16, 8, 8), 0)]  # the first one's call again, by value
+    nodes = [
+        ((0.5, 1, 0.25, 2), [2, 2], [2, 2], (1, 16, 8, 8), 0),
+        ((0.1, 3, 0.2, 5), [3, 3], [1, 1], (1, 8, 8, 8), 1),
+        ((0.5, 1, 0.25, 2), [2, 2], [2, 2], (1, 16, 8, 8), 0),
+    ]  # the first one's call again, by value
     inputs = [rng.integers(0, 256, shape).astype(np.uint8) for *_, shape, _ in nodes]
     expected = []
     for x, (scalars, kernel, strides, _, cl) in zip(inputs, nodes):
@@ -627,50 +700,66 @@ X = np.zeros((1, 2, 4, 4), np.uint8)
 OK = dict(kernel_shape=[2, 2])
 
 
-@pytest.mark.parametrize("args, kwargs, message", [
-    ((X.astype(np.float32), 0.1, 0, 0.1, 0), OK, "`X` has dtype float32: it must be uint8 or int8"),
-    ((X.astype(np.uint16), 0.1, 0, 0.1, 0), OK, "`X` has dtype uint16"),
-    ((np.array([[1, 2], [3]], dtype=object), 0.1, 0, 0.1, 0), OK, "`X` has dtype object"),
-    ((np.zeros((2, 4), np.uint8), 0.1, 0, 0.1, 0), dict(kernel_shape=[2]), "`X` has rank 2"),
-    ((np.zeros((1, 0, 4, 4), np.uint8), 0.1, 0, 0.1, 0), OK, "only the batch size N may be 0"),
-    ((np.zeros((1, 2, 0, 4), np.uint8), 0.1, 0, 0.1, 0), OK, "only the batch size N may be 0"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2]), "`kernel_shape` has 1 values (2,) but the input (1, 2, 4, 4) has 2"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 0]), "`kernel_shape` is (2, 0): every value must be positive"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], strides=[1]), "`strides` has 1 values"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], strides=[1, 0]), "`strides` is (1, 0)"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], pads=[1, 1]), "`pads` has 2 values"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], pads=[0, 0, -1, 0]), "`pads` is (0, 0, -1, 0)"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], pads=[0, 2, 0, 0]),
-     "`pads` is (0, 2, 0, 0): on spatial axis 1 a pad is not smaller than the kernel size 2"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], auto_pad="same_upper"), "`auto_pad` is 'same_upper'"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], auto_pad="VALID", pads=[1, 0, 0, 0]),
-     "explicit pads cannot be used with auto_pad"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], ceil_mode=2), "`ceil_mode` must be 0, 1"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], count_include_pad="yes"), "`count_include_pad` must be 0, 1"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], channels_last=None), "`channels_last` must be 0, 1"),
-    ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[6, 2]), "spatial axis 0 has no output (-1)"),
-    ((X, np.array([0.1, 0.2], F32), 0, 0.1, 0), OK, "`x_scale` has shape (2,): it must be a scalar"),
-    ((X, 0.1, 0, np.ones((1, 1), F32), 0), OK, "`y_scale` has shape (1, 1)"),
-    ((X, 0.1, 0, [0.1, 0.2], 0), OK, "`y_scale` has 2 values"),
-    ((X, "0.1", 0, 0.1, 0), OK, "`x_scale` must be a real number"),
-    ((X, True, 0, 0.1, 0), OK, "`x_scale` must be a real number"),
-    ((X, math.nan, 0, 0.1, 0), OK, "`x_scale` is nan: it must be finite"),
-    ((X, 0.1, 0, math.inf, 0), OK, "`y_scale` is inf: it must be finite"),
-    ((X, 0.1, 0, 1e39, 0), OK, "`y_scale` is 1e+39, as float32 inf: it must be finite"),
-    ((X, 0.1, 0, 0.0, 0), OK, "`y_scale` is 0: it must be non-zero"),
-    ((X, 0.1, np.int8(0), 0.1, 0), OK, "`x_zero_point` has dtype int8: it must have X's dtype uint8"),
-    ((X, 0.1, 0, 0.1, np.array([0], np.int32)), OK, "`y_zero_point` has dtype int32"),
-    ((X, 0.1, np.zeros(2, np.uint8), 0.1, 0), OK, "`x_zero_point` has shape (2,)"),
-    ((X, 0.1, 300, 0.1, 0), OK, "`x_zero_point` is 300: it does not fit X's dtype uint8 ([0, 255])"),
-    ((X.view(np.int8), 0.1, 0, 0.1, 128), OK, "`y_zero_point` is 128: it does not fit X's dtype int8"),
-    ((X, 0.1, 0.5, 0.1, 0), OK, "`x_zero_point` must be an integer of X's dtype uint8"),
-    ((X, 0.1, 0, 0.1, False), OK, "`y_zero_point` must be an integer"),
-    ((X, 1.0, 0, 1e-4, 0), dict(kernel_shape=[4, 4]),
-     "needs 2**-32 <= x_scale / (y_scale * 16) < 256; with `x_scale` 1.0 and `y_scale` 9.999999747378752e-05 "
-     "it is 625.0"),
-    ((X, 1e-12, 0, 1.0, 0), dict(kernel_shape=[4, 4], channels_last=0), "integer global-average path"),
-    ((X, 0.1, 0, -0.1, 0), dict(kernel_shape=[4, 4]), "it is -0.0625"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((X.astype(np.float32), 0.1, 0, 0.1, 0), OK, "`X` has dtype float32: it must be uint8 or int8"),
+        ((X.astype(np.uint16), 0.1, 0, 0.1, 0), OK, "`X` has dtype uint16"),
+        ((np.array([[1, 2], [3]], dtype=object), 0.1, 0, 0.1, 0), OK, "`X` has dtype object"),
+        ((np.zeros((2, 4), np.uint8), 0.1, 0, 0.1, 0), dict(kernel_shape=[2]), "`X` has rank 2"),
+        ((np.zeros((1, 0, 4, 4), np.uint8), 0.1, 0, 0.1, 0), OK, "only the batch size N may be 0"),
+        ((np.zeros((1, 2, 0, 4), np.uint8), 0.1, 0, 0.1, 0), OK, "only the batch size N may be 0"),
+        (
+            (X, 0.1, 0, 0.1, 0),
+            dict(kernel_shape=[2]),
+            "`kernel_shape` has 1 values (2,) but the input (1, 2, 4, 4) has 2",
+        ),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 0]), "`kernel_shape` is (2, 0): every value must be positive"),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], strides=[1]), "`strides` has 1 values"),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], strides=[1, 0]), "`strides` is (1, 0)"),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], pads=[1, 1]), "`pads` has 2 values"),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], pads=[0, 0, -1, 0]), "`pads` is (0, 0, -1, 0)"),
+        (
+            (X, 0.1, 0, 0.1, 0),
+            dict(kernel_shape=[2, 2], pads=[0, 2, 0, 0]),
+            "`pads` is (0, 2, 0, 0): on spatial axis 1 a pad is not smaller than the kernel size 2",
+        ),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], auto_pad="same_upper"), "`auto_pad` is 'same_upper'"),
+        (
+            (X, 0.1, 0, 0.1, 0),
+            dict(kernel_shape=[2, 2], auto_pad="VALID", pads=[1, 0, 0, 0]),
+            "explicit pads cannot be used with auto_pad",
+        ),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], ceil_mode=2), "`ceil_mode` must be 0, 1"),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], count_include_pad="yes"), "`count_include_pad` must be 0, 1"),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], channels_last=None), "`channels_last` must be 0, 1"),
+        ((X, 0.1, 0, 0.1, 0), dict(kernel_shape=[6, 2]), "spatial axis 0 has no output (-1)"),
+        ((X, np.array([0.1, 0.2], F32), 0, 0.1, 0), OK, "`x_scale` has shape (2,): it must be a scalar"),
+        ((X, 0.1, 0, np.ones((1, 1), F32), 0), OK, "`y_scale` has shape (1, 1)"),
+        ((X, 0.1, 0, [0.1, 0.2], 0), OK, "`y_scale` has 2 values"),
+        ((X, "0.1", 0, 0.1, 0), OK, "`x_scale` must be a real number"),
+        ((X, True, 0, 0.1, 0), OK, "`x_scale` must be a real number"),
+        ((X, math.nan, 0, 0.1, 0), OK, "`x_scale` is nan: it must be finite"),
+        ((X, 0.1, 0, math.inf, 0), OK, "`y_scale` is inf: it must be finite"),
+        ((X, 0.1, 0, 1e39, 0), OK, "`y_scale` is 1e+39, as float32 inf: it must be finite"),
+        ((X, 0.1, 0, 0.0, 0), OK, "`y_scale` is 0: it must be non-zero"),
+        ((X, 0.1, np.int8(0), 0.1, 0), OK, "`x_zero_point` has dtype int8: it must have X's dtype uint8"),
+        ((X, 0.1, 0, 0.1, np.array([0], np.int32)), OK, "`y_zero_point` has dtype int32"),
+        ((X, 0.1, np.zeros(2, np.uint8), 0.1, 0), OK, "`x_zero_point` has shape (2,)"),
+        ((X, 0.1, 300, 0.1, 0), OK, "`x_zero_point` is 300: it does not fit X's dtype uint8 ([0, 255])"),
+        ((X.view(np.int8), 0.1, 0, 0.1, 128), OK, "`y_zero_point` is 128: it does not fit X's dtype int8"),
+        ((X, 0.1, 0.5, 0.1, 0), OK, "`x_zero_point` must be an integer of X's dtype uint8"),
+        ((X, 0.1, 0, 0.1, False), OK, "`y_zero_point` must be an integer"),
+        (
+            (X, 1.0, 0, 1e-4, 0),
+            dict(kernel_shape=[4, 4]),
+            "needs 2**-32 <= x_scale / (y_scale * 16) < 256; with `x_scale` 1.0 and `y_scale` 9.999999747378752e-05 "
+            "it is 625.0",
+        ),
+        ((X, 1e-12, 0, 1.0, 0), dict(kernel_shape=[4, 4], channels_last=0), "integer global-average path"),
+        ((X, 0.1, 0, -0.1, 0), dict(kernel_shape=[4, 4]), "it is -0.0625"),
+    ],
+)
 def test_refusals_name_the_attribute(args, kwargs, message):
     with pytest.raises(AvgPoolError) as info:
         qlinear_average_pool(*args, **kwargs)
@@ -681,19 +770,24 @@ def test_refusals_name_the_attribute(args, kwargs, message):
 
 def test_global_window_too_large():
     x = np.zeros((1, 1, 4096, 4096), np.uint8)
-    with pytest.raises(AvgPoolError, match=r"QLinearAveragePool: `kernel_shape` \(4096, 4096\) covers the whole "
-                                           r"input.*windows of 16777216 \(2\*\*24\) elements or more"):
+    with pytest.raises(
+        AvgPoolError,
+        match=r"QLinearAveragePool: `kernel_shape` \(4096, 4096\) covers the whole "
+        r"input.*windows of 16777216 \(2\*\*24\) elements or more",
+    ):
         qlinear_average_pool(x, 1.0, 0, 1.0, 0, [4096, 4096])
 
 
 def test_refusals_match_onnxruntime(runner):
     """What avgpool refuses for onnxruntime's reasons, onnxruntime refuses too."""
-    for x, xs, ys, attrs in [(X, 0.1, 0.1, dict(kernel_shape=[2, 2], pads=[0, 2, 0, 0])),
-                             (X, 1.0, 1e-4, dict(kernel_shape=[4, 4])),
-                             (X, 1e-12, 1.0, dict(kernel_shape=[4, 4])),
-                             (X, 0.1, -0.1, dict(kernel_shape=[4, 4])),
-                             (X, 0.1, 0.1, dict(kernel_shape=[6, 2])),
-                             (np.zeros((1, 0, 4, 4), np.uint8), 0.1, 0.1, OK)]:
+    for x, xs, ys, attrs in [
+        (X, 0.1, 0.1, dict(kernel_shape=[2, 2], pads=[0, 2, 0, 0])),
+        (X, 1.0, 1e-4, dict(kernel_shape=[4, 4])),
+        (X, 1e-12, 1.0, dict(kernel_shape=[4, 4])),
+        (X, 0.1, -0.1, dict(kernel_shape=[4, 4])),
+        (X, 0.1, 0.1, dict(kernel_shape=[6, 2])),
+        (np.zeros((1, 0, 4, 4), np.uint8), 0.1, 0.1, OK),
+    ]:
         with pytest.raises(AvgPoolError):
             ours(x, xs, 0, ys, 0, attrs)
         with pytest.raises(Exception):  # noqa: B017 - onnxruntime's own exception types

@@ -46,8 +46,12 @@ def _calls(x: np.ndarray, attrs: dict):
     fresh = {name: list(value) if isinstance(value, list) else value for name, value in attrs.items()}
     yield lambda out: qlinear_average_pool(x, *SCALARS, **fresh, out=out)
     yield lambda out: qlinear_average_pool(x, *SCALARS, **fresh, out=out)
-    yield lambda out: qlinear_average_pool(x, *SCALARS, **{name: list(value) if isinstance(value, list) else value
-                                                            for name, value in attrs.items()}, out=out)
+    yield lambda out: qlinear_average_pool(
+        x,
+        *SCALARS,
+        **{name: list(value) if isinstance(value, list) else value for name, value in attrs.items()},
+        out=out,
+    )
 
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -56,8 +60,13 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.fixture(params=[False, True], ids=["serial", "threaded"])
 def threaded(request):
-    with tuning.tuned(**({"qlinear_parallel_work": 1, "qlinear_global_parallel_work": 1,
-                            "qlinear_global_ncx_parallel_work": 1} if request.param else {})):
+    with tuning.tuned(
+        **(
+            {"qlinear_parallel_work": 1, "qlinear_global_parallel_work": 1, "qlinear_global_ncx_parallel_work": 1}
+            if request.param
+            else {}
+        )
+    ):
         qlinear.forget()  # calls remembered by their arguments (tuned() forgets the engines' own)
         yield request.param
     qlinear.forget()
@@ -70,8 +79,18 @@ def test_out_gets_the_bits_of_a_call_without_it(case, channels_last, dtype, thre
     x, attrs = _input(case, dtype, channels_last, threaded)
     want = qlinear_average_pool(x, *SCALARS, **attrs)
     if threaded and case == "general":
-        assert qlinear.prepare(x.shape, x.dtype, *(attrs.get(name) for name in (
-            "kernel_shape", "strides", "pads")), "NOTSET", 0, 0, channels_last).pieces > 1
+        assert (
+            qlinear.prepare(
+                x.shape,
+                x.dtype,
+                *(attrs.get(name) for name in ("kernel_shape", "strides", "pads")),
+                "NOTSET",
+                0,
+                0,
+                channels_last,
+            ).pieces
+            > 1
+        )
     for call in _calls(x, attrs):
         out = np.full(want.shape, 77, x.dtype)
         assert call(out) is out
@@ -85,11 +104,12 @@ def test_ndarray_subclasses_as_out_are_returned_themselves(tmp_path, channels_la
     for round_, call in enumerate(_calls(x, attrs)):
         folder = tmp_path / str(round_)
         folder.mkdir()
-        outs = {"memmap": np.memmap(folder / "out.dat", dtype=x.dtype, mode="w+", shape=want.shape),
-                "open_memmap": np.lib.format.open_memmap(folder / "out.npy", mode="w+", dtype=x.dtype,
-                                                         shape=want.shape),
-                "subclass": np.zeros(want.shape, x.dtype).view(Tagged),
-                "masked": np.ma.masked_array(np.zeros(want.shape, x.dtype), mask=False)}
+        outs = {
+            "memmap": np.memmap(folder / "out.dat", dtype=x.dtype, mode="w+", shape=want.shape),
+            "open_memmap": np.lib.format.open_memmap(folder / "out.npy", mode="w+", dtype=x.dtype, shape=want.shape),
+            "subclass": np.zeros(want.shape, x.dtype).view(Tagged),
+            "masked": np.ma.masked_array(np.zeros(want.shape, x.dtype), mask=False),
+        }
         for name, out in outs.items():
             result = call(out)
             assert result is out and type(result) is type(out), name
@@ -137,13 +157,16 @@ def test_an_empty_output_returns_out():
         assert call(out) is out
 
 
-@pytest.mark.parametrize("out, message", [
-    (np.zeros((2, 3, 5, 8), np.uint8), r"`out` has shape \(2, 3, 5, 8\) but the output has shape \(2, 3, 5, 9\)"),
-    (np.zeros((2, 3, 5, 9), np.int8), "`out` has dtype int8 but the output has the input's dtype uint8"),
-    (np.zeros((2, 3, 5, 9), np.float32), "`out` has dtype float32"),
-    (np.zeros((2, 3, 5, 9), np.uint8).view(Tagged)[None], r"`out` has shape \(1, 2, 3, 5, 9\)"),
-    ([[0]], "`out` must be a numpy array, got list"),
-])
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        (np.zeros((2, 3, 5, 8), np.uint8), r"`out` has shape \(2, 3, 5, 8\) but the output has shape \(2, 3, 5, 9\)"),
+        (np.zeros((2, 3, 5, 9), np.int8), "`out` has dtype int8 but the output has the input's dtype uint8"),
+        (np.zeros((2, 3, 5, 9), np.float32), "`out` has dtype float32"),
+        (np.zeros((2, 3, 5, 9), np.uint8).view(Tagged)[None], r"`out` has shape \(1, 2, 3, 5, 9\)"),
+        ([[0]], "`out` must be a numpy array, got list"),
+    ],
+)
 def test_a_wrong_out_is_refused_with_the_operator_name(out, message):
     x, attrs = _input("general", "uint8", 0)
     for call in _calls(x, attrs):

@@ -63,8 +63,10 @@ def test_same_shape_other_dtype():
         assert pool(x).dtype == dtype
 
 
-@pytest.mark.parametrize("zero_point", [np.int8(5), np.array([5], np.int8), [np.int8(5)], (np.int8(5),),
-                                        [np.int64(5)], np.array(5, np.int64)])
+@pytest.mark.parametrize(
+    "zero_point",
+    [np.int8(5), np.array([5], np.int8), [np.int8(5)], (np.int8(5),), [np.int64(5)], np.array(5, np.int64)],
+)
 def test_a_zero_point_of_another_dtype_is_refused_however_it_is_wrapped(zero_point):
     x = np.zeros((1, 1, 4), np.uint8)
     for position in ("x_zero_point", "y_zero_point"):
@@ -75,13 +77,16 @@ def test_a_zero_point_of_another_dtype_is_refused_however_it_is_wrapped(zero_poi
             avgpool.QLinearAveragePool(**scalars, kernel_shape=[2])(x)
 
 
-@pytest.mark.parametrize("scalars, attrs, x, message", [
-    ((0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.float32), "`X` has dtype float32"),
-    ((0.1, 300, 0.1, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.uint8), "`x_zero_point` is 300"),
-    ((0.1, 0, 0.0, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.uint8), "`y_scale` is 0"),
-    ((0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], strides=[0, 1]), np.zeros((1, 1, 4, 4), np.uint8), "`strides`"),
-    ((0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], pads=[2, 0, 0, 0]), np.zeros((1, 1, 4, 4), np.uint8), "`pads`"),
-])
+@pytest.mark.parametrize(
+    "scalars, attrs, x, message",
+    [
+        ((0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.float32), "`X` has dtype float32"),
+        ((0.1, 300, 0.1, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.uint8), "`x_zero_point` is 300"),
+        ((0.1, 0, 0.0, 0), dict(kernel_shape=[2, 2]), np.zeros((1, 1, 4, 4), np.uint8), "`y_scale` is 0"),
+        ((0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], strides=[0, 1]), np.zeros((1, 1, 4, 4), np.uint8), "`strides`"),
+        ((0.1, 0, 0.1, 0), dict(kernel_shape=[2, 2], pads=[2, 0, 0, 0]), np.zeros((1, 1, 4, 4), np.uint8), "`pads`"),
+    ],
+)
 def test_refusals_are_the_function_s(scalars, attrs, x, message):
     with pytest.raises(AvgPoolError) as expected:
         avgpool.qlinear_average_pool(x, *scalars, **attrs)

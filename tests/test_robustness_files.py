@@ -124,10 +124,16 @@ def _signal_mid_write(folder, suffix: str, signum: int, start, wait_for_temporar
     _existing(target)
     before = _listing(folder)
     read_end, write_end = _full_pipe()
-    child = subprocess.Popen(_cli("pool", "x.npy", target.name, "-k", "1,1", "--batch-size", "1", "--progress", "-q"),
-                             cwd=folder, stdout=subprocess.DEVNULL, stderr=write_end, preexec_fn=start)
+    child = subprocess.Popen(
+        _cli("pool", "x.npy", target.name, "-k", "1,1", "--batch-size", "1", "--progress", "-q"),
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=write_end,
+        preexec_fn=start,
+    )
     os.close(write_end)
     try:
+
         def writing() -> bool:
             return any(name.startswith(f".{target.name}.") for name in os.listdir(folder))
 
@@ -170,8 +176,15 @@ def test_sigterm_mid_write_keeps_the_old_file_and_leaves_nothing(tmp_path, start
 
 
 @needs_proc
-@pytest.mark.parametrize("command", [["demo"], ["shape", "1x3x8x8", "-k", "2,2"], ["explain", "1x1x4", "-k", "3"],
-                                     ["run", "model.onnx", "--output-dir", "out"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo"],
+        ["shape", "1x3x8x8", "-k", "2,2"],
+        ["explain", "1x1x4", "-k", "3"],
+        ["run", "model.onnx", "--output-dir", "out"],
+    ],
+)
 def test_sigint_in_any_command_prints_one_line_and_exits_130(tmp_path, command):
     """Each command is held at its first line of output (stdout is a full pipe) and interrupted."""
     if command[0] == "run":
@@ -184,8 +197,9 @@ def test_sigint_in_any_command_prints_one_line_and_exits_130(tmp_path, command):
             _existing(tmp_path / "out" / f"{name}.npy")
     before = _listing(tmp_path), _listing(tmp_path / "out") if command[0] == "run" else None
     read_end, write_end = _full_pipe()
-    child = subprocess.Popen(_cli(*command), cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE,
-                             preexec_fn=_sigint_default)
+    child = subprocess.Popen(
+        _cli(*command), cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE, preexec_fn=_sigint_default
+    )
     os.close(write_end)
     try:
         _interrupt_when_blocked(child)
@@ -221,8 +235,15 @@ def test_file_size_limit_keeps_the_old_file_and_names_it(tmp_path, suffix, batch
     _existing(target)
     before = _listing(tmp_path)
     argv = ["pool", "x.npy", target.name, "-k", "1,1", "-q"] + (["--batch-size", batch] if batch else [])
-    done = subprocess.run(_cli(*argv), cwd=tmp_path, capture_output=True, text=True, timeout=STARTUP_TIMEOUT,
-                          preexec_fn=_file_size_limit(LIMIT), check=False)
+    done = subprocess.run(
+        _cli(*argv),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_TIMEOUT,
+        preexec_fn=_file_size_limit(LIMIT),
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith(f"avgpool pool: error: {target.name}: cannot write: File too large"), done.stderr
@@ -239,11 +260,19 @@ def test_file_size_limit_in_run_keeps_the_old_outputs(tmp_path):
     out.mkdir()
     for name in ("small", "large"):
         _existing(out / f"{name}.npy")
-    done = subprocess.run(_cli("run", "model.onnx", "--output-dir", "out"), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=STARTUP_TIMEOUT, preexec_fn=_file_size_limit(LIMIT), check=False)
+    done = subprocess.run(
+        _cli("run", "model.onnx", "--output-dir", "out"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=STARTUP_TIMEOUT,
+        preexec_fn=_file_size_limit(LIMIT),
+        check=False,
+    )
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith(f"avgpool run: error: {os.path.join('out', 'large.npy')}: cannot write: "
-                                  "File too large"), done.stderr
+    assert done.stderr.startswith(
+        f"avgpool run: error: {os.path.join('out', 'large.npy')}: cannot write: File too large"
+    ), done.stderr
     assert (out / "large.npy").read_bytes() == OLD  # the failed one: untouched
     assert np.load(out / "small.npy").shape == (1, 1, 1, 1)  # written before, complete
     assert _listing(out) == ["large.npy", "small.npy"]
@@ -292,10 +321,16 @@ def _model(shape: tuple[int, ...], kernels: dict[str, int]):
     """x of ``shape`` -> one AveragePool per output, with a k x k kernel and stride k."""
     from onnx import TensorProto, helper
 
-    nodes = [helper.make_node("AveragePool", ["x"], [name], kernel_shape=[k, k], strides=[k, k])
-             for name, k in kernels.items()]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in kernels])
+    nodes = [
+        helper.make_node("AveragePool", ["x"], [name], kernel_shape=[k, k], strides=[k, k])
+        for name, k in kernels.items()
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in kernels],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=8)
 
 
@@ -310,12 +345,19 @@ def test_run_outputs_whose_safe_names_collide_get_distinct_files(tmp_path):
     out = tmp_path / "out"
     code, text = run(["run", tmp_path / "model.onnx", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", out])
     assert code == 0, text
-    written = {line.split(":")[0].removeprefix("output "): line.rsplit(" -> ", 1)[1]
-               for line in text.splitlines() if line.startswith("output ")}
+    written = {
+        line.split(":")[0].removeprefix("output "): line.rsplit(" -> ", 1)[1]
+        for line in text.splitlines()
+        if line.startswith("output ")
+    }
     # names that need no change come first (a_b keeps its file; A_B is the same file on a
     # case-insensitive file system), then the others in the model's order
-    assert written == {"a_b": str(out / "a_b.npy"), "A_B": str(out / "A_B_2.npy"), "a/b": str(out / "a_b_3.npy"),
-                       "../a_b": str(out / "_a_b.npy")}
+    assert written == {
+        "a_b": str(out / "a_b.npy"),
+        "A_B": str(out / "A_B_2.npy"),
+        "a/b": str(out / "a_b_3.npy"),
+        "../a_b": str(out / "_a_b.npy"),
+    }
     assert sorted(os.listdir(out)) == sorted(os.path.basename(path) for path in written.values())
     assert sorted(os.listdir(tmp_path)) == ["model.onnx", "out", "x.npy"]
     for name, k in kernels.items():
@@ -346,8 +388,10 @@ def test_output_key_that_is_a_path_is_refused(tmp_path, capsys):
 def test_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch, capsys):
     """16 MiB of zeros deflate to 16 KiB; with 1 MiB of memory "available" the member is refused
     from its declared size, and nothing near its size is ever allocated."""
-    with (zipfile.ZipFile(tmp_path / "bomb.npz", "w", compression=zipfile.ZIP_DEFLATED) as archive,
-          archive.open("x.npy", "w") as member):
+    with (
+        zipfile.ZipFile(tmp_path / "bomb.npz", "w", compression=zipfile.ZIP_DEFLATED) as archive,
+        archive.open("x.npy", "w") as member,
+    ):
         np.save(member, np.zeros((1, 1, 2048, 2048), np.float32))
     assert os.path.getsize(tmp_path / "bomb.npz") < 100_000
     monkeypatch.setattr(avgpool.cli.files, "available_memory", lambda: 2**20, raising=False)
@@ -382,8 +426,9 @@ def test_explain_with_absurd_pads_exits_2_with_one_line(capsys):
 
 
 def test_explain_picture_with_absurd_pads_exits_2_and_writes_nothing(tmp_path, capsys):
-    code, text = run(["explain", "1x1x4", "-k", "3", "-p", f"{ABSURD},{ABSURD}", "--no-compare", "--svg",
-                      tmp_path / "w.svg"])
+    code, text = run(
+        ["explain", "1x1x4", "-k", "3", "-p", f"{ABSURD},{ABSURD}", "--no-compare", "--svg", tmp_path / "w.svg"]
+    )
     assert code == 2 and text == ""
     assert "2000000000004 input columns, too many to draw" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
@@ -418,10 +463,15 @@ def test_pool_with_absurd_pads_exits_2_with_one_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("dialect", ["onnx", "openvino", "qlinear"])
-@pytest.mark.parametrize("flags", [["-k", "3,2", "-s", "2,3", "-p", "1,0,2,1", "--ceil-mode"],
-                                   ["-k", "2,3", "-d", "2,1", "--auto-pad", "SAME_LOWER"],
-                                   ["-k", "3,5", "-s", "3,1", "-p", "0,4,3,4", "--count-include-pad"],
-                                   ["-k", "2,2", "-s", "2,2"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["-k", "3,2", "-s", "2,3", "-p", "1,0,2,1", "--ceil-mode"],
+        ["-k", "2,3", "-d", "2,1", "--auto-pad", "SAME_LOWER"],
+        ["-k", "3,5", "-s", "3,1", "-p", "0,4,3,4", "--count-include-pad"],
+        ["-k", "2,2", "-s", "2,2"],
+    ],
+)
 def test_explained_windows_are_the_engines_tables(dialect, flags):
     """explain computes each window on demand: the counts and divisors are the engine's plan's."""
     from avgpool.cli import build_parser
@@ -457,9 +507,11 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(tmp_path, caps
     os.mkfifo(tmp_path / "fifo.npy")
     os.mkfifo(tmp_path / "fifo.svg")
     os.symlink(tmp_path / "fifo.npy", tmp_path / "link.npy")
-    for argv in (["pool", tmp_path / "x.npy", tmp_path / "fifo.npy", "-k", "2,2"],
-                 ["pool", tmp_path / "x.npy", tmp_path / "link.npy", "-k", "2,2"],
-                 ["explain", "1x1x4", "-k", "3", "--svg", tmp_path / "fifo.svg"]):
+    for argv in (
+        ["pool", tmp_path / "x.npy", tmp_path / "fifo.npy", "-k", "2,2"],
+        ["pool", tmp_path / "x.npy", tmp_path / "link.npy", "-k", "2,2"],
+        ["explain", "1x1x4", "-k", "3", "--svg", tmp_path / "fifo.svg"],
+    ):
         code, _ = run(argv)
         err = capsys.readouterr().err
         assert code == 2 and "is not a regular file (a device, a FIFO or a socket)" in err and err.count("\n") == 1

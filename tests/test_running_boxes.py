@@ -34,13 +34,19 @@ def few_row_cases(draw):
     spatial = [draw(st.integers(1, 4))] + [draw(st.integers(1, 13 if ndim < 4 else 6)) for _ in range(ndim - 1)]
     kernel = [draw(st.integers(1, 6)) for _ in range(ndim)]
     auto_pad = draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
-    attrs = dict(kernel_shape=kernel, strides=[draw(st.integers(1, 3)) for _ in range(ndim)], auto_pad=auto_pad,
-                 ceil_mode=draw(st.booleans()), count_include_pad=draw(st.booleans()),
-                 pads=[draw(st.integers(0, k + 1)) for k in kernel * 2] if auto_pad == "NOTSET" else None,
-                 layout=draw(st.sampled_from(["NCX", "NXC"])))
+    attrs = dict(
+        kernel_shape=kernel,
+        strides=[draw(st.integers(1, 3)) for _ in range(ndim)],
+        auto_pad=auto_pad,
+        ceil_mode=draw(st.booleans()),
+        count_include_pad=draw(st.booleans()),
+        pads=[draw(st.integers(0, k + 1)) for k in kernel * 2] if auto_pad == "NOTSET" else None,
+        layout=draw(st.sampled_from(["NCX", "NXC"])),
+    )
     n = draw(st.integers(1, 2))
-    shape = [n, draw(st.integers(1, 3)), *spatial] if attrs["layout"] == "NCX" else [n, *spatial,
-                                                                                    draw(st.integers(1, 9))]
+    shape = (
+        [n, draw(st.integers(1, 3)), *spatial] if attrs["layout"] == "NCX" else [n, *spatial, draw(st.integers(1, 9))]
+    )
     x = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).standard_normal(shape).astype(np.float32)
     if draw(st.booleans()):
         x.reshape(-1)[draw(st.integers(0, x.size - 1))] = np.nan
@@ -61,13 +67,16 @@ def test_boxes_give_the_one_sweep_bits(case, held_bytes, min_outputs):
     assert same_bits(boxed, whole), (x.shape, attrs)
 
 
-@pytest.mark.parametrize("shape, kernel, pads, strides, layout", [
-    ((1, 2, 3, 11, 6, 21), [5, 5, 3, 7], [2, 2, 1, 3, 2, 2, 1, 3], [1, 3, 1, 1], "NCX"),  # two NCX axes cut
-    ((1, 2, 5, 7, 9, 4), [3, 5, 5, 3], [1, 2, 2, 1, 1, 2, 2, 1], [1, 1, 2, 1], "NXC"),    # every axis and channel
-    ((2, 1, 33, 150), [5, 5], [2, 2, 2, 2], [1, 1], "NXC"),    # one row: the channels cut, read from the input
-    ((2, 2, 13, 9, 5), [5, 7, 3], [3, 0, 1, 1, 6, 2], [2, 3, 1], "NXC"),  # windows past the input: empty ones
-    ((3, 40, 300), [5], [2, 2], [1], "NXC"),                   # 1-D: channels only
-])
+@pytest.mark.parametrize(
+    "shape, kernel, pads, strides, layout",
+    [
+        ((1, 2, 3, 11, 6, 21), [5, 5, 3, 7], [2, 2, 1, 3, 2, 2, 1, 3], [1, 3, 1, 1], "NCX"),  # two NCX axes cut
+        ((1, 2, 5, 7, 9, 4), [3, 5, 5, 3], [1, 2, 2, 1, 1, 2, 2, 1], [1, 1, 2, 1], "NXC"),  # every axis and channel
+        ((2, 1, 33, 150), [5, 5], [2, 2, 2, 2], [1, 1], "NXC"),  # one row: the channels cut, read from the input
+        ((2, 2, 13, 9, 5), [5, 7, 3], [3, 0, 1, 1, 6, 2], [2, 3, 1], "NXC"),  # windows past the input: empty ones
+        ((3, 40, 300), [5], [2, 2], [1], "NXC"),  # 1-D: channels only
+    ],
+)
 @pytest.mark.parametrize("held_bytes", [8, 800])
 def test_boxes_cut_along_several_axes_give_the_one_sweep_bits(shape, kernel, pads, strides, layout, held_bytes):
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
@@ -85,11 +94,18 @@ def _plan_of(x: np.ndarray, kernel: list[int], attrs: dict) -> tables.RunningPla
     ncx = attrs["layout"] == "NCX"
     spatial = x.shape[2:] if ncx else x.shape[1:-1]
     channels = 1 if ncx else x.shape[-1]
-    spec = onnx_dialect.make_spec(22, x.shape if ncx else (x.shape[0], channels, *spatial), kernel,
-                                  pads=attrs["pads"], strides=attrs["strides"], ceil_mode=attrs["ceil_mode"],
-                                  count_include_pad=attrs["count_include_pad"])
-    return tables.running_plan(spec, spatial, channels, Layout[attrs["layout"]],
-                               tables.kernel_tables(spec, spatial, channels))
+    spec = onnx_dialect.make_spec(
+        22,
+        x.shape if ncx else (x.shape[0], channels, *spatial),
+        kernel,
+        pads=attrs["pads"],
+        strides=attrs["strides"],
+        ceil_mode=attrs["ceil_mode"],
+        count_include_pad=attrs["count_include_pad"],
+    )
+    return tables.running_plan(
+        spec, spatial, channels, Layout[attrs["layout"]], tables.kernel_tables(spec, spatial, channels)
+    )
 
 
 def test_tiles_in_boxes_give_the_whole_bits():
@@ -114,8 +130,9 @@ def _plan(shape: tuple[int, ...], kernel: list[int], layout: str) -> tuple[table
     ncx = layout == "NCX"
     spatial = shape[2:] if ncx else shape[1:-1]
     channels = 1 if ncx else shape[-1]
-    spec = onnx_dialect.make_spec(22, shape if ncx else (shape[0], shape[-1], *spatial), kernel,
-                                  pads=[k // 2 for k in kernel] * 2)
+    spec = onnx_dialect.make_spec(
+        22, shape if ncx else (shape[0], shape[-1], *spatial), kernel, pads=[k // 2 for k in kernel] * 2
+    )
     plan = tables.running_plan(spec, spatial, channels, Layout[layout], tables.kernel_tables(spec, spatial, channels))
     return plan, [g.out for g in tables.resolve(spec, spatial)] + [channels]
 
@@ -123,8 +140,12 @@ def _plan(shape: tuple[int, ...], kernel: list[int], layout: str) -> tuple[table
 def test_boxes_are_cut_only_where_the_rows_are_big():
     budget = tuning.DEFAULT.exact_held_bytes // 8
     # ordinary slabs: one sweep, holding a row of the later axes per level as before
-    for shape, kernel, layout in [((8, 112, 112, 64), [5, 5], "NXC"), ((1, 16, 256, 256), [7, 7], "NCX"),
-                                  ((1, 1, 128, 512, 512), [5, 5, 5], "NCX"), ((1, 512, 1024, 64), [5, 5], "NXC")]:
+    for shape, kernel, layout in [
+        ((8, 112, 112, 64), [5, 5], "NXC"),
+        ((1, 16, 256, 256), [7, 7], "NCX"),
+        ((1, 1, 128, 512, 512), [5, 5, 5], "NCX"),
+        ((1, 512, 1024, 64), [5, 5], "NXC"),
+    ]:
         plan, whole = _plan(shape, kernel, layout)
         assert plan.box_outputs.tolist() == whole
     # two rows of 2**17 x 64: boxes of the second axis's outputs, every channel, within the budget

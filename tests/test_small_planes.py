@@ -16,8 +16,21 @@ import avgpool
 from avgpool import tables, tuning
 from avgpool.api import _validated
 
-SHAPES = [(7, 7), (12, 12), (14, 14), (3, 5), (1, 9), (9, 1), (2, 2), (1, 1), (11, 13), (6, 6), (28, 30), (2, 40),
-          (40, 8)]  # rows of 7 values or more by the flat loops, narrower by the masks
+SHAPES = [
+    (7, 7),
+    (12, 12),
+    (14, 14),
+    (3, 5),
+    (1, 9),
+    (9, 1),
+    (2, 2),
+    (1, 1),
+    (11, 13),
+    (6, 6),
+    (28, 30),
+    (2, 40),
+    (40, 8),
+]  # rows of 7 values or more by the flat loops, narrower by the masks
 KERNELS = [(3, 3), (3, 3), (3, 1), (1, 3), (1, 1), (2, 3)]  # (2, 3): the separable passes, both ways
 
 
@@ -36,23 +49,32 @@ def _hard_values(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dty
 def _same_results(a: np.ndarray, b: np.ndarray) -> bool:
     """The same bits wherever ``a`` is not NaN, and NaN where it is."""
     nan = np.isnan(a.astype(np.float64))
-    return (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(nan, np.isnan(b.astype(np.float64)))
-            and a[~nan].tobytes() == b[~nan].tobytes())
+    return (
+        a.shape == b.shape
+        and a.dtype == b.dtype
+        and np.array_equal(nan, np.isnan(b.astype(np.float64)))
+        and a[~nan].tobytes() == b[~nan].tobytes()
+    )
 
 
 def _attributes(rng: np.random.Generator, k0: int, k1: int) -> dict:
     mode = rng.integers(3)
     count_include_pad = int(rng.integers(2))
     if mode < 2:
-        return dict(kernel_shape=[k0, k1], auto_pad=("SAME_UPPER", "SAME_LOWER")[mode],
-                    count_include_pad=count_include_pad)
+        return dict(
+            kernel_shape=[k0, k1], auto_pad=("SAME_UPPER", "SAME_LOWER")[mode], count_include_pad=count_include_pad
+        )
     begins = [int(rng.integers(k)) for k in (k0, k1)]  # any split of k - 1 pads keeps the size
-    return dict(kernel_shape=[k0, k1], pads=[*begins, k0 - 1 - begins[0], k1 - 1 - begins[1]],
-                count_include_pad=count_include_pad)
+    return dict(
+        kernel_shape=[k0, k1],
+        pads=[*begins, k0 - 1 - begins[0], k1 - 1 - begins[1]],
+        count_include_pad=count_include_pad,
+    )
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
-                         ids=["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=["float32", "float64", "float16", "bfloat16"]
+)
 def test_small_planes_give_the_results_of_the_separable_passes(dtype):
     rng = np.random.default_rng(7)
     cases = 0
@@ -72,8 +94,11 @@ def _with_payloads(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     """``x`` with NaNs of distinct payloads (signs, quiet and signalling) beside its infinities:
     which NaN of a window comes out shows the order of its additions."""
     bits = x.view(np.uint32 if x.dtype == np.float32 else np.uint64)
-    payloads = ([0x7fc00001, 0xffc00002, 0x7fa00003, 0xffc00004] if x.dtype == np.float32 else
-                [0x7ff8000000000001, 0xfff8000000000002, 0x7ff4000000000003, 0xfff8000000000004])
+    payloads = (
+        [0x7FC00001, 0xFFC00002, 0x7FA00003, 0xFFC00004]
+        if x.dtype == np.float32
+        else [0x7FF8000000000001, 0xFFF8000000000002, 0x7FF4000000000003, 0xFFF8000000000004]
+    )
     u = rng.random(x.shape)
     for k, payload in enumerate(payloads):
         bits[(u >= 0.03 * k) & (u < 0.03 * k + 0.03)] = payload
@@ -96,8 +121,9 @@ STRIDE_TWO = [  # (plane, kernel, pads): the stride-2 windows the kernel takes
 ]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16],
-                         ids=["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16], ids=["float32", "float64", "float16", "bfloat16"]
+)
 @pytest.mark.parametrize(("plane", "kernel", "pads"), STRIDE_TWO)
 def test_stride_two_gives_the_results_of_the_separable_passes(dtype, plane, kernel, pads):
     rng = np.random.default_rng(sum(plane) * 10 + kernel[0])
@@ -106,10 +132,12 @@ def test_stride_two_gives_the_results_of_the_separable_passes(dtype, plane, kern
             x = _hard_values(rng, (2, channels, *plane), np.dtype(dtype))
             if dtype in (np.float32, np.float64):
                 x = _with_payloads(rng, x)
-            attrs = dict(kernel_shape=list(kernel), strides=[2, 2], pads=list(pads),
-                         count_include_pad=count_include_pad)
-            _, spec, _ = _validated(x, 22, opset=22, layout="NCX", auto_pad="NOTSET", ceil_mode=0, dilations=None,
-                                    **attrs)
+            attrs = dict(
+                kernel_shape=list(kernel), strides=[2, 2], pads=list(pads), count_include_pad=count_include_pad
+            )
+            _, spec, _ = _validated(
+                x, 22, opset=22, layout="NCX", auto_pad="NOTSET", ceil_mode=0, dilations=None, **attrs
+            )
             with tuning.tuned(stride_two_min_columns=1):  # the rows however few their outputs
                 assert (tables.kernel_tables(spec, plane, 1).axes[:, 8] >= 0).all()
                 small = avgpool.average_pool(x, **attrs)
@@ -124,37 +152,40 @@ def test_threads_split_small_planes_anywhere():
     x = _hard_values(rng, (3, 700, 7, 7), np.dtype(np.float32))
     attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
     pooled = avgpool.average_pool(x, **attrs)
-    one_plane_at_a_time = np.stack([avgpool.average_pool(x[:, c:c + 1], **attrs)[:, 0] for c in range(700)], axis=1)
+    one_plane_at_a_time = np.stack([avgpool.average_pool(x[:, c : c + 1], **attrs)[:, 0] for c in range(700)], axis=1)
     assert np.array_equal(pooled.view(np.uint32), one_plane_at_a_time.view(np.uint32))
 
 
-@pytest.mark.parametrize(("shape", "attrs", "expected"), [
-    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
-    ((1, 8, 12, 12), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER"), True),
-    ((1, 8, 9, 16), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), True),
-    ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), False),  # 2 taps: no middle tap
-    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[0, 0, 2, 2]), False),  # windows that start at their output
-    ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
-    ((1, 8, 15, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),  # the flat loops
-    ((1, 8, 40, 6), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 240 values, rows too short for them
-    ((1, 2, 256, 256), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
-    ((1, 2, 257, 256), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # a plane past the L2 cache
-    ((1, 8, 7, 7), dict(kernel_shape=[3, 3]), False),  # the output is smaller than the input
-    ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), True),
-    ((1, 8, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2]), True),
-    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), True),
-    ((1, 8, 7, 7), dict(kernel_shape=[2, 2], pads=[0, 0, 1, 1], strides=[2, 2]), True),
-    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2]), False),  # 3 taps from pad_begin 0
-    ((1, 8, 7, 17), dict(kernel_shape=[2, 2], strides=[2, 2]), False),  # rows over 16 values
-    ((1, 8, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 1]), False),  # mixed strides
-    ((1, 8, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 2]), False),
-    ((1, 8, 4, 4), dict(kernel_shape=[3, 3], pads=[1, 1, 2, 2], strides=[2, 2]), False),  # a middle tap in the pad
-    ((1, 8, 7, 7), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), True),
-    ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], dilations=[2, 2]), False),
-    ((1, 8, 7, 7), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2]), False),
-    ((1, 8, 7), dict(kernel_shape=[3], pads=[1, 1]), False),  # 1-D
-    ((1, 8, 0, 7), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), False),  # empty planes
-])
+@pytest.mark.parametrize(
+    ("shape", "attrs", "expected"),
+    [
+        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
+        ((1, 8, 12, 12), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER"), True),
+        ((1, 8, 9, 16), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), True),
+        ((1, 8, 9, 16), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1]), False),  # 2 taps: no middle tap
+        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[0, 0, 2, 2]), False),  # windows that start at their output
+        ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
+        ((1, 8, 15, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),  # the flat loops
+        ((1, 8, 40, 6), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # 240 values, rows too short for them
+        ((1, 2, 256, 256), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), True),
+        ((1, 2, 257, 256), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), False),  # a plane past the L2 cache
+        ((1, 8, 7, 7), dict(kernel_shape=[3, 3]), False),  # the output is smaller than the input
+        ((1, 8, 14, 14), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), True),
+        ((1, 8, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2]), True),
+        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), True),
+        ((1, 8, 7, 7), dict(kernel_shape=[2, 2], pads=[0, 0, 1, 1], strides=[2, 2]), True),
+        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2]), False),  # 3 taps from pad_begin 0
+        ((1, 8, 7, 17), dict(kernel_shape=[2, 2], strides=[2, 2]), False),  # rows over 16 values
+        ((1, 8, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 1]), False),  # mixed strides
+        ((1, 8, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2], dilations=[2, 2]), False),
+        ((1, 8, 4, 4), dict(kernel_shape=[3, 3], pads=[1, 1, 2, 2], strides=[2, 2]), False),  # a middle tap in the pad
+        ((1, 8, 7, 7), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), True),
+        ((1, 8, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], dilations=[2, 2]), False),
+        ((1, 8, 7, 7), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2]), False),
+        ((1, 8, 7), dict(kernel_shape=[3], pads=[1, 1]), False),  # 1-D
+        ((1, 8, 0, 7), dict(kernel_shape=[1, 3], pads=[0, 1, 0, 1]), False),  # empty planes
+    ],
+)
 def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None)
     _, spec, _ = _validated(np.zeros(shape, np.float32), 22, opset=22, layout="NCX", **{**defaults, **attrs})
@@ -163,21 +194,34 @@ def test_which_inputs_take_the_small_plane_kernel(shape, attrs, expected):
     assert bool((found.axes[:, 8] >= 0).all()) is expected
 
 
-@pytest.mark.parametrize(("plane", "kernel", "pads", "expected"), [
-    ((14, 14), (3, 3), [1, 1, 1, 1], True),  # ShuffleNet, 7 outputs a row
-    ((14, 14), (2, 2), [0, 0, 0, 0], True),  # DenseNet
-    ((5, 5), (3, 3), [1, 1, 1, 1], True),  # 3 outputs a row: the fewest that pay
-    ((4, 4), (3, 3), [1, 1, 1, 1], False),  # 2: the separable passes are as fast
-    ((4, 4), (2, 2), [0, 0, 0, 0], False),
-    ((64, 16), (2, 2), [0, 0, 0, 0], True),  # 1024 values
-    ((66, 16), (2, 2), [0, 0, 0, 0], False),  # a plane past what one thread should take alone
-])
+@pytest.mark.parametrize(
+    ("plane", "kernel", "pads", "expected"),
+    [
+        ((14, 14), (3, 3), [1, 1, 1, 1], True),  # ShuffleNet, 7 outputs a row
+        ((14, 14), (2, 2), [0, 0, 0, 0], True),  # DenseNet
+        ((5, 5), (3, 3), [1, 1, 1, 1], True),  # 3 outputs a row: the fewest that pay
+        ((4, 4), (3, 3), [1, 1, 1, 1], False),  # 2: the separable passes are as fast
+        ((4, 4), (2, 2), [0, 0, 0, 0], False),
+        ((64, 16), (2, 2), [0, 0, 0, 0], True),  # 1024 values
+        ((66, 16), (2, 2), [0, 0, 0, 0], False),  # a plane past what one thread should take alone
+    ],
+)
 def test_stride_two_rows_where_they_are_faster(plane, kernel, pads, expected):
     # the same choice on every CPU: the loads and stores through lane masks, slow with AVX2, are
     # only the last plane's and the last row's (tuning.stride_two_min_columns has the timings)
-    _, spec, _ = _validated(np.zeros((1, 8, *plane), np.float32), 22, opset=22, layout="NCX", strides=[2, 2],
-                            pads=pads, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
-                            kernel_shape=list(kernel))
+    _, spec, _ = _validated(
+        np.zeros((1, 8, *plane), np.float32),
+        22,
+        opset=22,
+        layout="NCX",
+        strides=[2, 2],
+        pads=pads,
+        auto_pad="NOTSET",
+        ceil_mode=0,
+        count_include_pad=0,
+        dilations=None,
+        kernel_shape=list(kernel),
+    )
     assert bool((tables.kernel_tables(spec, plane, 1).axes[:, 8] >= 0).all()) is expected
 
 
@@ -215,9 +259,9 @@ def test_stride_two_rows_read_and_write_nothing_outside_the_arrays(dtype, plane,
             guarded, mapping = _beside_a_guard_page(shape, dtype, after)
             guarded[...] = x
             room = np.full(expected.size + 8, 7.0, dtype)
-            out = room[:expected.size].reshape(expected.shape)
+            out = room[: expected.size].reshape(expected.shape)
             assert avgpool.average_pool(guarded, **attrs, out=out) is out
-            assert _same_results(out, expected) and (room[expected.size:] == 7.0).all()
+            assert _same_results(out, expected) and (room[expected.size :] == 7.0).all()
 
 
 def test_threads_split_stride_two_planes_anywhere():
@@ -226,16 +270,28 @@ def test_threads_split_stride_two_planes_anywhere():
     attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     with tuning.tuned(parallel_min_elements=1, many_pieces_elements=1, pieces_per_thread=7):
         pooled = avgpool.average_pool(x, **attrs)
-    one_plane_at_a_time = np.stack([avgpool.average_pool(x[:, c:c + 1], **attrs)[:, 0] for c in range(301)], axis=1)
+    one_plane_at_a_time = np.stack([avgpool.average_pool(x[:, c : c + 1], **attrs)[:, 0] for c in range(301)], axis=1)
     assert _same_results(pooled, one_plane_at_a_time)
 
 
-@pytest.mark.parametrize(("plane", "flat"), [((7, 7), True), ((1, 9), True), ((28, 28), True), ((6, 6), False),
-                                             ((14, 6), False), ((9, 1), False)])
+@pytest.mark.parametrize(
+    ("plane", "flat"),
+    [((7, 7), True), ((1, 9), True), ((28, 28), True), ((6, 6), False), ((14, 6), False), ((9, 1), False)],
+)
 def test_rows_of_seven_values_or_more_take_the_flat_loops(plane, flat):
-    _, spec, _ = _validated(np.zeros((1, 8, *plane), np.float32), 22, opset=22, layout="NCX", strides=None,
-                            pads=[1, 1, 1, 1], auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
-                            kernel_shape=[3, 3])
+    _, spec, _ = _validated(
+        np.zeros((1, 8, *plane), np.float32),
+        22,
+        opset=22,
+        layout="NCX",
+        strides=None,
+        pads=[1, 1, 1, 1],
+        auto_pad="NOTSET",
+        ceil_mode=0,
+        count_include_pad=0,
+        dilations=None,
+        kernel_shape=[3, 3],
+    )
     found = tables.kernel_tables(spec, plane, 1)
     assert (found.axes[:, 8] >= 0).all() and (found.plane_masks.size == 0) is flat
     assert found.plane_sums >= found.plane_factors.size // 2 + 2  # a block of planes at least

@@ -53,8 +53,9 @@ def test_every_item_once_over_many_jobs():
     assert (int(crew.board[crew_board.CLAIM]) >> 20) - posted == 200, "jobs did not go through the job board"
 
 
-needs_two_cpus = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                                    reason="needs CPU affinity and two CPUs")
+needs_two_cpus = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs CPU affinity and two CPUs"
+)
 
 
 @needs_two_cpus
@@ -211,24 +212,27 @@ def test_threaded_engine_is_threaded():
         assert engine.prepare(spec, (4, 3, 9, 9), np.dtype(np.float32), Layout.NCX).pieces > 1
 
 
-@pytest.mark.parametrize("shape, layout, kernel, dtype, cut", [
-    ((1, 30, 20, 16), "NXC", [3, 3], "float32", True),  # one channels-last slab: a batch of one
-    ((1, 30, 20, 16), "NXC", [3, 3], "float16", True),  # the parts' rows widened, their outputs narrowed
-    ((1, 30, 20, 16), "NXC", [3, 3], "bfloat16", True),
-    ((3, 30, 20, 16), "NXC", [3, 3], "float64", True),  # three slabs, four pieces or more
-    ((1, 1, 40, 50), "NCX", [2, 2], "float32", True),  # one channels-first plane
-    ((1, 1, 5000), "NCX", [4], "float32", True),  # one 1-D line
-    ((64, 30, 20, 16), "NXC", [3, 3], "float32", False),  # slabs enough
-    ((1, 30, 20, 16), "NXC", [5, 5], "float32", True),  # the exact running sums, or the float64 passes
-    ((1, 30, 20, 16), "NXC", [15, 5], "float32", False),  # block sums along the first axis
-    ((1, 1, 30, 20), "NCX", [5, 5], "float32", True),  # a channels-first plane, exactly
-    ((1, 1, 9, 8, 7), "NCX", [5, 5, 5], "float32", True),  # a channels-first volume, exactly
-    ((1, 1, 1, 500), "NCX", [1, 5], "float32", False),  # a plane of one row: one line
-    ((1, 30, 20, 16), "NXC", [5, 5], "float16", True),  # no exact sums
-    ((1, 9, 7, 40), "NXC", [9, 7], "float32", True),  # a global window (no pads): parts of the channels
-    ((1, 9, 7, 40), "NXC", [9, 7], "float16", False),  # widened in whole slabs
-    ((1, 1, 9, 7), "NCX", [9, 7], "float64", False),  # one global contiguous sum
-])
+@pytest.mark.parametrize(
+    "shape, layout, kernel, dtype, cut",
+    [
+        ((1, 30, 20, 16), "NXC", [3, 3], "float32", True),  # one channels-last slab: a batch of one
+        ((1, 30, 20, 16), "NXC", [3, 3], "float16", True),  # the parts' rows widened, their outputs narrowed
+        ((1, 30, 20, 16), "NXC", [3, 3], "bfloat16", True),
+        ((3, 30, 20, 16), "NXC", [3, 3], "float64", True),  # three slabs, four pieces or more
+        ((1, 1, 40, 50), "NCX", [2, 2], "float32", True),  # one channels-first plane
+        ((1, 1, 5000), "NCX", [4], "float32", True),  # one 1-D line
+        ((64, 30, 20, 16), "NXC", [3, 3], "float32", False),  # slabs enough
+        ((1, 30, 20, 16), "NXC", [5, 5], "float32", True),  # the exact running sums, or the float64 passes
+        ((1, 30, 20, 16), "NXC", [15, 5], "float32", False),  # block sums along the first axis
+        ((1, 1, 30, 20), "NCX", [5, 5], "float32", True),  # a channels-first plane, exactly
+        ((1, 1, 9, 8, 7), "NCX", [5, 5, 5], "float32", True),  # a channels-first volume, exactly
+        ((1, 1, 1, 500), "NCX", [1, 5], "float32", False),  # a plane of one row: one line
+        ((1, 30, 20, 16), "NXC", [5, 5], "float16", True),  # no exact sums
+        ((1, 9, 7, 40), "NXC", [9, 7], "float32", True),  # a global window (no pads): parts of the channels
+        ((1, 9, 7, 40), "NXC", [9, 7], "float16", False),  # widened in whole slabs
+        ((1, 1, 9, 7), "NCX", [9, 7], "float64", False),  # one global contiguous sum
+    ],
+)
 def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, dtype, cut):
     """Fewer slabs than pieces (a channels-last batch of one): each slab's first-axis outputs (or
     a global window's channels) are cut into parts that the threads share, with the serial bits,

@@ -48,11 +48,16 @@ def float_case(rng: np.random.Generator):
     spatial = [int(rng.integers(1, 30 if ndim < 3 else 10)) for _ in range(ndim)]
     kernel = [int(rng.integers(1, 8)) if rng.random() < 0.7 else int(rng.integers(8, 30)) for _ in range(ndim)]
     mode = str(rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
-    attrs = dict(kernel_shape=kernel, strides=[int(rng.integers(1, 4)) for _ in range(ndim)],
-                 dilations=[1 if rng.random() < 0.7 else 2 for _ in range(ndim)], auto_pad=mode,
-                 ceil_mode=int(rng.integers(0, 2)), count_include_pad=int(rng.integers(0, 2)),
-                 pads=[int(rng.integers(0, k + 2)) for k in kernel] * 2 if mode == "NOTSET" else None,
-                 layout=str(rng.choice(["NCX", "NXC"])))
+    attrs = dict(
+        kernel_shape=kernel,
+        strides=[int(rng.integers(1, 4)) for _ in range(ndim)],
+        dilations=[1 if rng.random() < 0.7 else 2 for _ in range(ndim)],
+        auto_pad=mode,
+        ceil_mode=int(rng.integers(0, 2)),
+        count_include_pad=int(rng.integers(0, 2)),
+        pads=[int(rng.integers(0, k + 2)) for k in kernel] * 2 if mode == "NOTSET" else None,
+        layout=str(rng.choice(["NCX", "NXC"])),
+    )
     dtype = str(rng.choice(["float32", "float32", "float64", "float16"]))
     n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
     shape = [n, c, *spatial] if attrs["layout"] == "NCX" else [n, *spatial, c]
@@ -64,8 +69,16 @@ def float_case(rng: np.random.Generator):
 
 
 def float_tiling(x: np.ndarray, attrs: dict) -> tiles.Tiling:
-    defaults = dict(strides=None, pads=None, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
-                    opset=22, layout="NCX")
+    defaults = dict(
+        strides=None,
+        pads=None,
+        auto_pad="NOTSET",
+        ceil_mode=0,
+        count_include_pad=0,
+        dilations=None,
+        opset=22,
+        layout="NCX",
+    )
     array, spec, layout = api._validated(x, onnx_dialect.op_version(22), **{**defaults, **attrs})
     return tiles.tiling(spec, x.shape, x.dtype, layout)
 
@@ -74,8 +87,13 @@ def pool_float_in_tiles(x: np.ndarray, t: tiles.Tiling, rng: np.random.Generator
     exact = tiles.exact_allowed(*tiles.slab_bit_range(x, t.layout), t.headroom) if t.exact else None
 
     def pool_tile(region, outputs, ranges):
-        slabs = None if exact is None else exact[slice(*ranges[0]), slice(*ranges[1])] if t.layout is Layout.NCX \
+        slabs = (
+            None
+            if exact is None
+            else exact[slice(*ranges[0]), slice(*ranges[1])]
+            if t.layout is Layout.NCX
             else exact[slice(*ranges[0])]
+        )
         return t.pool(region, outputs, slabs)
 
     return pool_in_tiles(t, x, rng, pool_tile)
@@ -178,11 +196,21 @@ def qlinear_case(rng: np.random.Generator, channels_last: int):
     n, c = int(rng.integers(1, 3)), int(rng.integers(1, 4))
     shape = [n, *spatial, c] if channels_last else [n, c, *spatial]
     x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, size=shape).astype(dtype)
-    attrs = dict(kernel_shape=kernel, strides=tuple(int(rng.integers(1, 4)) for _ in range(ndim)), pads=pads,
-                 auto_pad=mode, ceil_mode=int(rng.integers(0, 2)), count_include_pad=int(rng.integers(0, 2)),
-                 channels_last=channels_last)
-    quant = (np.float32(rng.uniform(0.01, 0.2)), dtype(rng.integers(0, 5)), np.float32(rng.uniform(0.01, 0.2)),
-             dtype(rng.integers(0, 10)))
+    attrs = dict(
+        kernel_shape=kernel,
+        strides=tuple(int(rng.integers(1, 4)) for _ in range(ndim)),
+        pads=pads,
+        auto_pad=mode,
+        ceil_mode=int(rng.integers(0, 2)),
+        count_include_pad=int(rng.integers(0, 2)),
+        channels_last=channels_last,
+    )
+    quant = (
+        np.float32(rng.uniform(0.01, 0.2)),
+        dtype(rng.integers(0, 5)),
+        np.float32(rng.uniform(0.01, 0.2)),
+        dtype(rng.integers(0, 10)),
+    )
     return x, attrs, quant
 
 
@@ -192,8 +220,15 @@ def test_qlinear_tiles_are_the_whole_bit_for_bit(seed):
     checked = 0
     for _ in range(60):
         x, attrs, quant = qlinear_case(rng, int(rng.integers(0, 2)))
-        attributes = (attrs["kernel_shape"], attrs["strides"], attrs["pads"], attrs["auto_pad"], attrs["ceil_mode"],
-                      attrs["count_include_pad"], attrs["channels_last"])
+        attributes = (
+            attrs["kernel_shape"],
+            attrs["strides"],
+            attrs["pads"],
+            attrs["auto_pad"],
+            attrs["ceil_mode"],
+            attrs["count_include_pad"],
+            attrs["channels_last"],
+        )
         try:
             whole = avgpool.qlinear_average_pool(x, *quant, **attrs)
         except avgpool.AvgPoolError:
@@ -262,8 +297,12 @@ def test_total_taps_counts_every_window():
 
     rng = np.random.default_rng(9)
     for _ in range(400):
-        length, kernel, stride, dilation = (int(rng.integers(1, 40)), int(rng.integers(1, 12)),
-                                            int(rng.integers(1, 5)), int(rng.integers(1, 4)))
+        length, kernel, stride, dilation = (
+            int(rng.integers(1, 40)),
+            int(rng.integers(1, 12)),
+            int(rng.integers(1, 5)),
+            int(rng.integers(1, 4)),
+        )
         pad_begin, pad_end = int(rng.integers(-3, 30)), int(rng.integers(0, 30))
         extent = (kernel - 1) * dilation + 1
         out = (length + pad_begin + pad_end - extent) // stride + 1
@@ -283,8 +322,15 @@ def test_qlinear_tiles_of_one_shape_share_their_tables(channels_last):
     x = rng.integers(0, 256, size=shape).astype(np.uint8)
     attributes = ((3, 3), (2, 2), (1, 1, 1, 1), "NOTSET", 0, 1, channels_last)
     quant = (np.float32(0.05), np.uint8(3), np.float32(0.07), np.uint8(9))
-    whole = avgpool.qlinear_average_pool(x, *quant, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
-                                         count_include_pad=1, channels_last=channels_last)
+    whole = avgpool.qlinear_average_pool(
+        x,
+        *quant,
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        count_include_pad=1,
+        channels_last=channels_last,
+    )
     t = tiles.qlinear_tiling(x.shape, x.dtype, qlinear_dialect.make_geometry(x.shape, *attributes))
     params = qlinear_dialect.make_quant_params(x.dtype, *quant)
     out = np.full(t.out_shape, 77, np.uint8)
@@ -300,6 +346,7 @@ def test_qlinear_tiles_of_one_shape_share_their_tables(channels_last):
         out[tuple(put)] = t.pool(region, outputs, params)
         prepared.setdefault(id(t.prepare(outputs, region.shape)), outputs)
     assert same_bits(out, whole)
-    assert t.prepare(((5, 10), (5, 10)), (1, 3, 11, 11) if not channels_last else (1, 11, 11, 3)) \
-        is t.prepare(((10, 15), (15, 20)), (1, 3, 11, 11) if not channels_last else (1, 11, 11, 3))
+    assert t.prepare(((5, 10), (5, 10)), (1, 3, 11, 11) if not channels_last else (1, 11, 11, 3)) is t.prepare(
+        ((10, 15), (15, 20)), (1, 3, 11, 11) if not channels_last else (1, 11, 11, 3)
+    )
     assert len(prepared) < len(list(itertools.product(*ranges))) / 2  # 25 tiles: 9 kinds at most

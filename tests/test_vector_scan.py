@@ -26,7 +26,7 @@ def test_line_window_sums_match_numpy_and_stay_in_their_buffers(n_out, k, seed):
     sums_backing = np.full(sums_size + 16, CANARY, np.int64)
     sums = sums_backing[:sums_size]
     _line_window_sums(line, n_out, k, sums)
-    expected = np.convolve(line[:n_out + k - 1], np.ones(k, np.int64), mode="valid")
+    expected = np.convolve(line[: n_out + k - 1], np.ones(k, np.int64), mode="valid")
     assert np.array_equal(sums[:n_out], expected)
     assert (backing[line_size:] == CANARY).all() and (sums_backing[sums_size:] == CANARY).all()
 

@@ -32,7 +32,7 @@ def random_case(rng: np.random.Generator) -> tuple[xr.DataArray, dict, dict]:
     """A DataArray with 1-3 pooled and 0-3 other dims in a random order, and random attributes:
     the xarray call's keywords (per dim) and the numpy call's (per spatial axis, in kernel order)."""
     pooled_count, other_count = int(rng.integers(1, 4)), int(rng.integers(0, 4))
-    names = [str(n) for n in rng.permutation(NAMES)[:pooled_count + other_count]]
+    names = [str(n) for n in rng.permutation(NAMES)[: pooled_count + other_count]]
     pooled = names[:pooled_count]
     sizes = {n: int(rng.integers(1, 9 if n in pooled else 4)) for n in names}
     dims = tuple(rng.permutation(names).tolist())
@@ -44,8 +44,12 @@ def random_case(rng: np.random.Generator) -> tuple[xr.DataArray, dict, dict]:
     pads = [(int(rng.integers(0, k)), int(rng.integers(0, k))) for k in kernel]
     auto_pad = str(rng.choice(["NOTSET", "NOTSET", "SAME_UPPER", "VALID"]))
     flags = {"ceil_mode": bool(rng.integers(0, 2)), "count_include_pad": bool(rng.integers(0, 2)), "auto_pad": auto_pad}
-    keywords = {"kernel": dict(zip(pooled, kernel)), "strides": dict(zip(pooled, strides)),
-                "dilations": dict(zip(pooled, dilations)), **flags}
+    keywords = {
+        "kernel": dict(zip(pooled, kernel)),
+        "strides": dict(zip(pooled, strides)),
+        "dilations": dict(zip(pooled, dilations)),
+        **flags,
+    }
     numpy_keywords = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, **flags}
     if auto_pad == "NOTSET":
         # a dim left out of pads is (0, 0): leave out the unpadded ones
@@ -59,8 +63,8 @@ def numpy_reference(arr: xr.DataArray, pooled: list, numpy_keywords: dict) -> np
     another N x C split than avgpool.xarray's, and the same bits, as every N x C plane is pooled alike."""
     others = [d for d in arr.dims if d not in pooled]
     moved = arr.transpose(*others, *pooled).values
-    leading = moved.shape[:len(others)]
-    out = avgpool.average_pool(moved.reshape(math.prod(leading), 1, *moved.shape[len(others):]), **numpy_keywords)
+    leading = moved.shape[: len(others)]
+    out = avgpool.average_pool(moved.reshape(math.prod(leading), 1, *moved.shape[len(others) :]), **numpy_keywords)
     out = out.reshape(leading + out.shape[2:])
     return np.moveaxis(out, range(out.ndim), [arr.dims.index(d) for d in (*others, *pooled)])
 
@@ -99,6 +103,7 @@ def test_the_documented_layout(other_count):
 
 def recorded(x: np.ndarray, chunks: tuple, calls: list) -> da.Array:
     """``x`` as a dask array whose every chunk, when computed, is recorded in ``calls``."""
+
     def record(block: np.ndarray) -> np.ndarray:
         calls.append(block.shape)
         return block
@@ -117,8 +122,12 @@ def test_dask_stays_lazy_and_gives_the_same_bits(seed):
     dims, shape = ("x", "a", "y", "b", "c"), (11, 2, 3, 3, 2)
     x = rng.standard_normal(shape).astype(np.float32)
     calls: list = []
-    coords = {"x": np.arange(11.0) * 0.5, "a": [10, 20], "t": ("b", recorded(np.arange(3.0), (2, 1), calls)),
-              "u": (("y", "x"), recorded(np.ones((3, 11)), (2, 5), calls))}
+    coords = {
+        "x": np.arange(11.0) * 0.5,
+        "a": [10, 20],
+        "t": ("b", recorded(np.arange(3.0), (2, 1), calls)),
+        "u": (("y", "x"), recorded(np.ones((3, 11)), (2, 5), calls)),
+    }
     source = recorded(x, tuple(random_chunks(rng, n) for n in shape), calls)
     lazy_arr = xr.DataArray(source, dims=dims, coords=coords, name="v")
     keywords = {"kernel": {"y": 2, "x": 3}, "strides": {"x": 2}, "pads": {"x": (1, 1)}, "ceil_mode": True}
@@ -149,8 +158,9 @@ def test_dask_keeps_the_chunks_of_the_pooled_dims():
     assert same_bits(lazy.values, expected.values)
 
 
-def direct_window_means(coord: np.ndarray, kernel: int, stride: int, pads: tuple[int, int], dilation: int,
-                        count: int) -> np.ndarray:
+def direct_window_means(
+    coord: np.ndarray, kernel: int, stride: int, pads: tuple[int, int], dilation: int, count: int
+) -> np.ndarray:
     """The mean of the coordinate over each window's taps inside the axis, in float64; NaN for none."""
     means = []
     for j in range(count):
@@ -166,13 +176,24 @@ def test_coordinates(ceil_mode):
     x_coord = np.cumsum(rng.random(7)).astype(np.float32)
     y_coord = np.array([3, 5, 6, 10, 11, 15], np.int64)
     arr = xr.DataArray(
-        rng.standard_normal((2, 6, 7)), dims=("time", "y", "x"), name="temperature", attrs={"units": "K"},
-        coords={"time": np.array(["2024-01-01", "2024-01-02"], "datetime64[ns]"), "x": ("x", x_coord, {"units": "m"}),
-                "y": y_coord, "lat": (("y", "x"), rng.random((6, 7))), "label": ("x", list("abcdefg")),
-                "station": ("time", ["p", "q"]), "level": 850})
+        rng.standard_normal((2, 6, 7)),
+        dims=("time", "y", "x"),
+        name="temperature",
+        attrs={"units": "K"},
+        coords={
+            "time": np.array(["2024-01-01", "2024-01-02"], "datetime64[ns]"),
+            "x": ("x", x_coord, {"units": "m"}),
+            "y": y_coord,
+            "lat": (("y", "x"), rng.random((6, 7))),
+            "label": ("x", list("abcdefg")),
+            "station": ("time", ["p", "q"]),
+            "level": 850,
+        },
+    )
     kernel, strides, pads, dilations = {"y": 2, "x": 3}, {"y": 1, "x": 2}, {"y": (3, 3), "x": (1, 2)}, {"x": 2}
-    result = avgpool.xarray.average_pool(arr, kernel, strides=strides, pads=pads, dilations=dilations,
-                                         ceil_mode=ceil_mode, count_include_pad=True)
+    result = avgpool.xarray.average_pool(
+        arr, kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode, count_include_pad=True
+    )
     assert result.name == "temperature" and result.attrs == {"units": "K"} and result.dims == arr.dims
     assert set(result.coords) == {"time", "x", "y", "station", "level"}
     for name in ("time", "station", "level"):
@@ -198,10 +219,15 @@ def test_non_numeric_dimension_coordinates_are_dropped():
 def test_dataset():
     rng = np.random.default_rng(5)
     ds = xr.Dataset(
-        {"full": (("x", "b", "y"), rng.standard_normal((8, 2, 6)).astype(np.float32)),
-         "other": (("y", "x"), rng.standard_normal((6, 8)), {"note": "kept"}),
-         "partial": (("x",), rng.standard_normal(8)), "unrelated": (("b",), [1.0, 2.0])},
-        coords={"x": np.arange(8.0), "b": ["u", "v"], "c2": (("x", "y"), np.zeros((8, 6)))}, attrs={"title": "t"})
+        {
+            "full": (("x", "b", "y"), rng.standard_normal((8, 2, 6)).astype(np.float32)),
+            "other": (("y", "x"), rng.standard_normal((6, 8)), {"note": "kept"}),
+            "partial": (("x",), rng.standard_normal(8)),
+            "unrelated": (("b",), [1.0, 2.0]),
+        },
+        coords={"x": np.arange(8.0), "b": ["u", "v"], "c2": (("x", "y"), np.zeros((8, 6)))},
+        attrs={"title": "t"},
+    )
     keywords = {"strides": {"x": 2}, "pads": {"y": (1, 1)}}
     result = avgpool.xarray.average_pool(ds, {"x": 3, "y": 3}, **keywords)
     assert list(result.data_vars) == ["full", "other", "unrelated"] and result.attrs == {"title": "t"}
@@ -216,8 +242,10 @@ def test_dataset():
 
 def test_accessor():
     arr = xr.DataArray(np.arange(20.0).reshape(4, 5), dims=("y", "x"), coords={"x": np.arange(5.0)})
-    xr.testing.assert_identical(arr.avgpool.average_pool(kernel={"x": 2}, ceil_mode=True),
-                                avgpool.xarray.average_pool(arr, {"x": 2}, ceil_mode=True))
+    xr.testing.assert_identical(
+        arr.avgpool.average_pool(kernel={"x": 2}, ceil_mode=True),
+        avgpool.xarray.average_pool(arr, {"x": 2}, ceil_mode=True),
+    )
     ds = arr.to_dataset(name="v")
     xr.testing.assert_identical(ds.avgpool.average_pool(kernel={"y": 3}), avgpool.xarray.average_pool(ds, {"y": 3}))
 
@@ -227,20 +255,24 @@ def test_a_dask_backed_image_with_a_large_kernel():
     # read the input a second time): the same bits as the numpy-backed array
     arr = xr.DataArray(np.random.default_rng(1).random((16, 16), dtype=np.float32), dims=("y", "x"))
     expected = arr.avgpool.average_pool(kernel={"y": 5, "x": 5})
-    xr.testing.assert_identical(arr.chunk({"y": 8, "x": 8}).avgpool.average_pool(kernel={"y": 5, "x": 5}).compute(),
-                                expected)
+    xr.testing.assert_identical(
+        arr.chunk({"y": 8, "x": 8}).avgpool.average_pool(kernel={"y": 5, "x": 5}).compute(), expected
+    )
 
 
-@pytest.mark.parametrize("keywords, message", [
-    ({"kernel": {"z": 3}}, r"`kernel` names dim 'z', which the DataArray does not have \(its dims: \('y', 'x'\)\)"),
-    ({"kernel": {"x": 3}, "strides": {"w": 2}}, r"`strides` names dim 'w', which the DataArray does not have"),
-    ({"kernel": {"x": 3}, "pads": {"y": (1, 1)}}, r"`pads` names dim 'y', which `kernel` does not pool"),
-    ({"kernel": {"x": 3}, "pads": {"x": 1}}, r"`pads` of dim 'x' is 1: it must be a pair"),
-    ({"kernel": {}}, r"`kernel` is \{\}"),
-    ({"kernel": {"x": 0}}, r"`kernel_shape` is \(0,\): every value must be positive.*dims \('x',\)"),
-    ({"kernel": {"y": 2, "x": 3}, "dilations": {"x": 2}, "opset": 11}, r"`dilations` does not exist before"),
-    ({"kernel": {"x": 3}, "pads": {"x": (1, 1)}, "auto_pad": "VALID"}, r"explicit pads cannot be used"),
-])
+@pytest.mark.parametrize(
+    "keywords, message",
+    [
+        ({"kernel": {"z": 3}}, r"`kernel` names dim 'z', which the DataArray does not have \(its dims: \('y', 'x'\)\)"),
+        ({"kernel": {"x": 3}, "strides": {"w": 2}}, r"`strides` names dim 'w', which the DataArray does not have"),
+        ({"kernel": {"x": 3}, "pads": {"y": (1, 1)}}, r"`pads` names dim 'y', which `kernel` does not pool"),
+        ({"kernel": {"x": 3}, "pads": {"x": 1}}, r"`pads` of dim 'x' is 1: it must be a pair"),
+        ({"kernel": {}}, r"`kernel` is \{\}"),
+        ({"kernel": {"x": 0}}, r"`kernel_shape` is \(0,\): every value must be positive.*dims \('x',\)"),
+        ({"kernel": {"y": 2, "x": 3}, "dilations": {"x": 2}, "opset": 11}, r"`dilations` does not exist before"),
+        ({"kernel": {"x": 3}, "pads": {"x": (1, 1)}, "auto_pad": "VALID"}, r"explicit pads cannot be used"),
+    ],
+)
 def test_errors(keywords, message):
     arr = xr.DataArray(np.ones((4, 5), np.float32), dims=("y", "x"))
     with pytest.raises(avgpool.AvgPoolError, match=message):

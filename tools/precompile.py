@@ -41,12 +41,18 @@ def build(level: str, work: Path, features: str = "", reference: Path | None = N
     signatures saved there, without running); the folder of the entry kernels that want those
     features (jit.WIDE_FEATURES: the others are not saved)."""
     out, internal = work / "out", work / "internal"
-    env = dict(os.environ, NUMBA_CPU_NAME=level, NUMBA_CPU_FEATURES=features, NUMBA_CACHE_DIR=str(internal),
-               **{BUILD_ENV: str(out)})
+    env = dict(
+        os.environ,
+        NUMBA_CPU_NAME=level,
+        NUMBA_CPU_FEATURES=features,
+        NUMBA_CACHE_DIR=str(internal),
+        **{BUILD_ENV: str(out)},
+    )
     env.pop("NUMBA_BOUNDSCHECK", None)
     start = time.perf_counter()
-    command = ["-c", "import avgpool; avgpool.warmup()"] if reference is None else [__file__, _SIGNATURES_OF,
-                                                                                     str(reference)]
+    command = (
+        ["-c", "import avgpool; avgpool.warmup()"] if reference is None else [__file__, _SIGNATURES_OF, str(reference)]
+    )
     subprocess.run([sys.executable, *command], env=env, check=True, cwd=ROOT)
     print(f"{level}{' ' + features if features else ''}: compiled in {time.perf_counter() - start:.0f} s", flush=True)
     return out / level
@@ -67,8 +73,10 @@ def compile_signatures_of(reference: Path) -> None:
             for signature in signatures:
                 dispatcher.compile(signature)
     if not found:
-        raise SystemExit(f"no entry kernel built from the current sources in {reference}: build a level this "
-                         f"machine runs ({', '.join(_levels_of_this_cpu())}) first")
+        raise SystemExit(
+            f"no entry kernel built from the current sources in {reference}: build a level this "
+            f"machine runs ({', '.join(_levels_of_this_cpu())}) first"
+        )
 
 
 def main() -> int:

@@ -23,13 +23,31 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .qlinear import QLinearAveragePool, qlinear_average_pool, qlinear_global_average_pool
 
 # public name -> the module that defines it (None: the name is a submodule)
-_LAZY = {"AveragePool": "api", "average_pool": "api", "output_shape": "api", "cache_location": "first_calls",
-         "warmup": "first_calls", "QLinearAveragePool": "qlinear", "qlinear_average_pool": "qlinear",
-         "qlinear_global_average_pool": "qlinear", "onednn": None, "openvino": None}
+_LAZY = {
+    "AveragePool": "api",
+    "average_pool": "api",
+    "output_shape": "api",
+    "cache_location": "first_calls",
+    "warmup": "first_calls",
+    "QLinearAveragePool": "qlinear",
+    "qlinear_average_pool": "qlinear",
+    "qlinear_global_average_pool": "qlinear",
+    "onednn": None,
+    "openvino": None,
+}
 
 __all__ = [
-    "AveragePool", "AvgPoolError", "average_pool", "cache_location", "onednn", "openvino", "output_shape",
-    "QLinearAveragePool", "qlinear_average_pool", "qlinear_global_average_pool", "warmup",
+    "AveragePool",
+    "AvgPoolError",
+    "average_pool",
+    "cache_location",
+    "onednn",
+    "openvino",
+    "output_shape",
+    "QLinearAveragePool",
+    "qlinear_average_pool",
+    "qlinear_global_average_pool",
+    "warmup",
 ]
 __version__ = "0.1.0"
 

@@ -20,10 +20,20 @@ from .shape import infer_output_shape
 _NOTSET, _OPSET, _NCX = "NOTSET", 22, "NCX"
 
 
-def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                 pads: Sequence[int] | None = None, auto_pad: str = _NOTSET, ceil_mode: bool | int = False,
-                 count_include_pad: bool | int = False, dilations: Sequence[int] | None = None,
-                 opset: int = _OPSET, layout: str = _NCX, out: np.ndarray | None = None) -> np.ndarray:
+def average_pool(
+    x: Any,
+    kernel_shape: Sequence[int],
+    *,
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    auto_pad: str = _NOTSET,
+    ceil_mode: bool | int = False,
+    count_include_pad: bool | int = False,
+    dilations: Sequence[int] | None = None,
+    opset: int = _OPSET,
+    layout: str = _NCX,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """ONNX AveragePool at any opset, exactly as the spec defines it.
 
     ``x`` is N x C x D1 ... Dn (``layout="NCX"``) or N x D1 ... Dn x C (``layout="NXC"``), any
@@ -49,10 +59,21 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
         # a call made before with the very same argument objects: no key to build (~0.4 us).
         # One unpacking, then tests of locals: indexing the tuple per test costs more
         ks, st, pd, dl, ap, cm, cip, op, lo, shape, dtype, same, prepared, label = known[0]
-        if (kernel_shape is ks and strides is st and pads is pd and dilations is dl and auto_pad is ap
-                and ceil_mode is cm and count_include_pad is cip and opset is op and layout is lo
-                and type(x) is _ndarray and x.shape == shape and x.dtype is dtype
-                and same(kernel_shape, strides, pads, dilations)):
+        if (
+            kernel_shape is ks
+            and strides is st
+            and pads is pd
+            and dilations is dl
+            and auto_pad is ap
+            and ceil_mode is cm
+            and count_include_pad is cip
+            and opset is op
+            and layout is lo
+            and type(x) is _ndarray
+            and x.shape == shape
+            and x.dtype is dtype
+            and same(kernel_shape, strides, pads, dilations)
+        ):
             try:  # memo.call_prepared inlined: a call frame is ~0.07 us of a ~2.8 us tiny call
                 return prepared(x, out)
             except AvgPoolError as err:  # only `out` can be wrong here
@@ -64,28 +85,62 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
         if type(x) is not _ndarray:
             key = None
         else:
-            key = (x.shape, x.dtype, ints(kernel_shape), None if strides is None else ints(strides),
-                   None if pads is None else ints(pads), None if dilations is None else ints(dilations))
-            if not (auto_pad is _NOTSET and ceil_mode is False and count_include_pad is False and opset is _OPSET
-                    and layout is _NCX):
+            key = (
+                x.shape,
+                x.dtype,
+                ints(kernel_shape),
+                None if strides is None else ints(strides),
+                None if pads is None else ints(pads),
+                None if dilations is None else ints(dilations),
+            )
+            if not (
+                auto_pad is _NOTSET
+                and ceil_mode is False
+                and count_include_pad is False
+                and opset is _OPSET
+                and layout is _NCX
+            ):
                 # scalars that are not the defaults themselves, with their types; the defaults need
                 # no place in the key: five type() calls and ten items less to build and hash, ~0.3
                 # us of a call with literal lists (``average_pool(x, [3, 3])``), which cannot be _KNOWN
-                key += (type(auto_pad), auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad),
-                        count_include_pad, type(opset), opset, type(layout), layout)
+                key += (
+                    type(auto_pad),
+                    auto_pad,
+                    type(ceil_mode),
+                    ceil_mode,
+                    type(count_include_pad),
+                    count_include_pad,
+                    type(opset),
+                    opset,
+                    type(layout),
+                    layout,
+                )
         found = _FIND(key)
     except (Unhashable, TypeError):  # a value with no key, or one that cannot be hashed (an array)
         key = found = None
     if found is None:
-        return _validated_call(x, out, key, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode,
-                               count_include_pad, opset, layout)
+        return _validated_call(
+            x, out, key, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout
+        )
     prepared, label = found[0]  # validated before: the prepared pool
     global _REPEATED
     was, ks, st, pd, dl = _REPEATED
     if was is prepared and ks is kernel_shape and st is strides and pd is pads and dl is dilations:
         # the same call twice in a row, with the same objects
-        _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
-                  prepared, label)
+        _remember(
+            x,
+            kernel_shape,
+            strides,
+            pads,
+            dilations,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            opset,
+            layout,
+            prepared,
+            label,
+        )
     _REPEATED = (prepared, kernel_shape, strides, pads, dilations)
     try:
         return prepared(x, out)
@@ -93,22 +148,55 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
         raise AvgPoolError(f"{label}: {err}") from None
 
 
-def _validated_call(x: Any, out: Any, key: tuple | None, kernel_shape: Any, strides: Any, pads: Any, dilations: Any,
-                    auto_pad: Any, ceil_mode: Any, count_include_pad: Any, opset: Any, layout: Any) -> np.ndarray:
+def _validated_call(
+    x: Any,
+    out: Any,
+    key: tuple | None,
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    dilations: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    opset: Any,
+    layout: Any,
+) -> np.ndarray:
     """A call not remembered: validated, its pool prepared (:func:`avgpool.engine.prepare`), and
     remembered under ``key`` when it has one and ``x`` is used as it is."""
     version = onnx_dialect.op_version(opset)
     label = onnx_dialect.label(version)
     with error_context(label):
-        array, spec, layout_ = _validated(x, version, kernel_shape=kernel_shape, strides=strides, pads=pads,
-                                          auto_pad=auto_pad, ceil_mode=ceil_mode,
-                                          count_include_pad=count_include_pad, dilations=dilations, opset=opset,
-                                          layout=layout)
+        array, spec, layout_ = _validated(
+            x,
+            version,
+            kernel_shape=kernel_shape,
+            strides=strides,
+            pads=pads,
+            auto_pad=auto_pad,
+            ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad,
+            dilations=dilations,
+            opset=opset,
+            layout=layout,
+        )
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
         if key is not None and array is x and plain((auto_pad, ceil_mode, count_include_pad, opset, layout)):
             _CALLS.put(key, (prepared, label))
-            _remember(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout,
-                      prepared, label)
+            _remember(
+                x,
+                kernel_shape,
+                strides,
+                pads,
+                dilations,
+                auto_pad,
+                ceil_mode,
+                count_include_pad,
+                opset,
+                layout,
+                prepared,
+                label,
+            )
         return prepared(array, out)
 
 
@@ -156,13 +244,30 @@ class AveragePool:
              [10.5, 12.5]]]], dtype=float32)
     """
 
-    def __init__(self, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
-                 count_include_pad: bool | int = False, dilations: Sequence[int] | None = None, opset: int = 22,
-                 layout: str = "NCX") -> None:
-        self._attributes = dict(kernel_shape=kept(kernel_shape), strides=kept(strides), pads=kept(pads),
-                                auto_pad=auto_pad, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
-                                dilations=kept(dilations), opset=opset, layout=layout)
+    def __init__(
+        self,
+        kernel_shape: Sequence[int],
+        *,
+        strides: Sequence[int] | None = None,
+        pads: Sequence[int] | None = None,
+        auto_pad: str = "NOTSET",
+        ceil_mode: bool | int = False,
+        count_include_pad: bool | int = False,
+        dilations: Sequence[int] | None = None,
+        opset: int = 22,
+        layout: str = "NCX",
+    ) -> None:
+        self._attributes = dict(
+            kernel_shape=kept(kernel_shape),
+            strides=kept(strides),
+            pads=kept(pads),
+            auto_pad=auto_pad,
+            ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad,
+            dilations=kept(dilations),
+            opset=opset,
+            layout=layout,
+        )
         self._version = onnx_dialect.op_version(opset)
         # per (shape, dtype), bounded by count and bytes like the function's memo, so that a pool
         # fed thousands of shapes keeps only the latest; but the latest is always kept, however
@@ -187,18 +292,48 @@ class AveragePool:
             return prepared(array, out)
 
 
-def _validated(x: Any, version: int, *, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
-               dilations, opset, layout):
+def _validated(
+    x: Any,
+    version: int,
+    *,
+    kernel_shape,
+    strides,
+    pads,
+    auto_pad,
+    ceil_mode,
+    count_include_pad,
+    dilations,
+    opset,
+    layout,
+):
     allowed, allowed_text = onnx_dialect.dtypes(version)
     array = as_input_array(x, allowed, allowed_text, min_rank=3)
-    spec = onnx_dialect.make_spec(version, array.shape, kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
-                                  ceil_mode=ceil_mode, count_include_pad=count_include_pad, dilations=dilations)
+    spec = onnx_dialect.make_spec(
+        version,
+        array.shape,
+        kernel_shape,
+        strides=strides,
+        pads=pads,
+        auto_pad=auto_pad,
+        ceil_mode=ceil_mode,
+        count_include_pad=count_include_pad,
+        dilations=dilations,
+    )
     return array, spec, onnx_dialect.parse_layout(layout)
 
 
-def output_shape(input_shape: Sequence[int], kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
-                 dilations: Sequence[int] | None = None, opset: int = 22, layout: str = "NCX") -> tuple[int, ...]:
+def output_shape(
+    input_shape: Sequence[int],
+    kernel_shape: Sequence[int],
+    *,
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    auto_pad: str = "NOTSET",
+    ceil_mode: bool | int = False,
+    dilations: Sequence[int] | None = None,
+    opset: int = 22,
+    layout: str = "NCX",
+) -> tuple[int, ...]:
     """The output shape of ONNX AveragePool for an input shape, without data.
 
     >>> import avgpool
@@ -211,8 +346,16 @@ def output_shape(input_shape: Sequence[int], kernel_shape: Sequence[int], *, str
     with error_context(onnx_dialect.label(version)):
         shape = _as_shape(input_shape)
         layout_ = onnx_dialect.parse_layout(layout)
-        spec = onnx_dialect.make_spec(version, shape, kernel_shape, strides=strides, pads=pads, auto_pad=auto_pad,
-                                      ceil_mode=ceil_mode, dilations=dilations)
+        spec = onnx_dialect.make_spec(
+            version,
+            shape,
+            kernel_shape,
+            strides=strides,
+            pads=pads,
+            auto_pad=auto_pad,
+            ceil_mode=ceil_mode,
+            dilations=dilations,
+        )
         return infer_output_shape(spec, shape, layout_)
 
 

@@ -52,8 +52,13 @@ class BoundedCache:
     and the current :mod:`.tuning`, which the function reads: no entry needs clearing when the
     tuning changes."""
 
-    def __init__(self, function: Callable, entries: int = CACHE_ENTRIES, total_bytes: int = CACHE_BYTES,
-                 entry_bytes: int = CACHE_ENTRY_BYTES) -> None:
+    def __init__(
+        self,
+        function: Callable,
+        entries: int = CACHE_ENTRIES,
+        total_bytes: int = CACHE_BYTES,
+        entry_bytes: int = CACHE_ENTRY_BYTES,
+    ) -> None:
         functools.update_wrapper(self, function)
         self._function = function
         self._memo = Memo(entries, held_bytes, total_bytes, entry_bytes)

@@ -56,10 +56,19 @@ from .spec import Layout, PoolSpec
 __all__ = ["average_pool", "pool_spec", "qlinear_average_pool"]
 
 
-def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
-                 count_include_pad: bool | int = False, dilations: Sequence[int] | None = None, opset: int = 22,
-                 layout: str = "NCX") -> da.Array:
+def average_pool(
+    x: Any,
+    kernel_shape: Sequence[int],
+    *,
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    auto_pad: str = "NOTSET",
+    ceil_mode: bool | int = False,
+    count_include_pad: bool | int = False,
+    dilations: Sequence[int] | None = None,
+    opset: int = 22,
+    layout: str = "NCX",
+) -> da.Array:
     """ONNX AveragePool of a Dask array (any chunking), lazily: the same attributes, results and
     errors as :func:`avgpool.average_pool` on the computed array, bit for bit."""
     from . import api
@@ -67,10 +76,19 @@ def average_pool(x: Any, kernel_shape: Sequence[int], *, strides: Sequence[int] 
     x = _as_dask(x)
     version = onnx_dialect.op_version(opset)
     with error_context(onnx_dialect.label(version)):
-        _, spec, layout_ = api._validated(_shape_only(x), version, kernel_shape=kernel_shape, strides=strides,
-                                          pads=pads, auto_pad=auto_pad, ceil_mode=ceil_mode,
-                                          count_include_pad=count_include_pad, dilations=dilations, opset=opset,
-                                          layout=layout)
+        _, spec, layout_ = api._validated(
+            _shape_only(x),
+            version,
+            kernel_shape=kernel_shape,
+            strides=strides,
+            pads=pads,
+            auto_pad=auto_pad,
+            ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad,
+            dilations=dilations,
+            opset=opset,
+            layout=layout,
+        )
         return pool_spec(x, spec, layout_)  # the output shape: its errors are labelled too
 
 
@@ -86,17 +104,29 @@ def pool_spec(x: da.Array, spec: PoolSpec, layout: Layout) -> da.Array:
     return _pooled(x, t, get_tiling, _float_call, flags)
 
 
-def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
-                         kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                         pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
-                         count_include_pad: bool | int = False, channels_last: bool | int = False) -> da.Array:
+def qlinear_average_pool(
+    x: Any,
+    x_scale: Any,
+    x_zero_point: Any,
+    y_scale: Any,
+    y_zero_point: Any,
+    kernel_shape: Sequence[int],
+    *,
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    auto_pad: str = "NOTSET",
+    ceil_mode: bool | int = False,
+    count_include_pad: bool | int = False,
+    channels_last: bool | int = False,
+) -> da.Array:
     """onnxruntime's QLinearAveragePool of a uint8/int8 Dask array, lazily: the same results
     and errors as :func:`avgpool.qlinear_average_pool` on the computed array, bit for bit."""
     x = _as_dask(x)
     with error_context(qlinear_dialect.LABEL):
         qlinear_dialect.check_dtype(x.dtype)
-        geometry = qlinear_dialect.make_geometry(x.shape, kernel_shape, strides, pads, auto_pad, ceil_mode,
-                                                 count_include_pad, channels_last)
+        geometry = qlinear_dialect.make_geometry(
+            x.shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last
+        )
         get_tiling = functools.partial(_qlinear_tiling, x.shape, x.dtype, geometry, tuning.current())
         t = get_tiling()
         params = qlinear_dialect.make_quant_params(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
@@ -121,8 +151,9 @@ def _shape_only(x: da.Array) -> np.ndarray:
     validation that the numpy functions do; AvgPoolError where numpy has no such array (a dtype
     it cannot hold, as zarr's variable-length strings, or more bytes than it can address)."""
     try:
-        return np.lib.stride_tricks.as_strided(np.zeros(1, x.dtype), shape=x.shape, strides=(0,) * x.ndim,
-                                               writeable=False)
+        return np.lib.stride_tricks.as_strided(
+            np.zeros(1, x.dtype), shape=x.shape, strides=(0,) * x.ndim, writeable=False
+        )
     except (TypeError, ValueError) as err:
         raise AvgPoolError(f"the input ({x.dtype}, shape {x.shape}) cannot be pooled as a numpy array: {err}") from None
 
@@ -131,26 +162,41 @@ def _shape_only(x: da.Array) -> np.ndarray:
 # under, and rebuilds the window plans on the worker, once per process: a task carrying them would
 # ship the plans of the whole axes with every tile.
 @functools.lru_cache(maxsize=16)
-def _float_tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
-                  tuned_by: tuning.Tuning) -> tiles.Tiling:
+def _float_tiling(
+    spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout, tuned_by: tuning.Tuning
+) -> tiles.Tiling:
     with tuning.using(tuned_by):
         return tiles.tiling(spec, shape, dtype, layout)
 
 
 @functools.lru_cache(maxsize=16)
-def _qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry,
-                    tuned_by: tuning.Tuning) -> tiles.QLinearTiling:
+def _qlinear_tiling(
+    shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, tuned_by: tuning.Tuning
+) -> tiles.QLinearTiling:
     with tuning.using(tuned_by):
         return tiles.qlinear_tiling(shape, dtype, geometry)
 
 
-def _float_call(t: tiles.Tiling, region: np.ndarray, outputs: tiles.Ranges, exact: np.ndarray | None,
-                starts: tuple[int, ...] | None, out: np.ndarray | None) -> np.ndarray:
+def _float_call(
+    t: tiles.Tiling,
+    region: np.ndarray,
+    outputs: tiles.Ranges,
+    exact: np.ndarray | None,
+    starts: tuple[int, ...] | None,
+    out: np.ndarray | None,
+) -> np.ndarray:
     return t.pool(region, outputs, exact, starts, out)
 
 
-def _qlinear_call(params: Any, t: tiles.QLinearTiling, region: np.ndarray, outputs: tiles.Ranges, _: None,
-                  starts: tuple[int, ...] | None, out: np.ndarray | None) -> np.ndarray:
+def _qlinear_call(
+    params: Any,
+    t: tiles.QLinearTiling,
+    region: np.ndarray,
+    outputs: tiles.Ranges,
+    _: None,
+    starts: tuple[int, ...] | None,
+    out: np.ndarray | None,
+) -> np.ndarray:
     return t.pool(region, outputs, params, starts, out)
 
 
@@ -282,7 +328,7 @@ def _parts(t: Any, tile: _Tile) -> list[tuple[tiles.Ranges, tuple[int, ...] | No
     for i, (start, stop) in enumerate(outputs):
         for edge in ((start, inner[i][0]), (inner[i][1], stop)):
             if edge[1] > edge[0]:
-                parts.append((inner[:i] + (edge,) + outputs[i + 1:], None))
+                parts.append((inner[:i] + (edge,) + outputs[i + 1 :], None))
     return parts
 
 
@@ -317,8 +363,10 @@ def _run_tile(tiling: Callable, call: Callable, tile: _Tile, pieces: list, extra
     home = [None] * len(spans)
     for i, axis in enumerate(spatial):
         home[axis] = tile.homes[i]
-    region = _select(pieces, [next(j for j, span in enumerate(spans[axis]) if home[axis] in (None, span))
-                              for axis in range(len(spans))])
+    region = _select(
+        pieces,
+        [next(j for j, span in enumerate(spans[axis]) if home[axis] in (None, span)) for axis in range(len(spans))],
+    )
     out = call(t, region, outputs, extra, starts, None)
     index = [slice(None)] * out.ndim
     wanted = [None] * len(spans)
@@ -340,6 +388,7 @@ def _select(pieces: list, chosen: list[int]) -> np.ndarray:
 
 def _gather(pieces: list, spans: list, wanted: list) -> np.ndarray:
     """The input range ``wanted[axis]`` (None: all) put together from the nested ``pieces``."""
+
     def nest(level: Any, axis: int, index: tuple) -> Any:
         if axis == len(spans):
             return level[index]
@@ -375,8 +424,9 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
         nested = _nest(per_axis, _piece_refs(x, per_axis, cuts, cut_name))
         extra_ref = None
         if extra is not None:
-            extra_ref = TaskRef((extra.name, block[0], block[1]) if tiling.layout is Layout.NCX
-                                else (extra.name, block[0]))
+            extra_ref = TaskRef(
+                (extra.name, block[0], block[1]) if tiling.layout is Layout.NCX else (extra.name, block[0])
+            )
         tile = _Tile(outputs, spans, homes)
         key = (name, *block)
         graph[key] = Task(key, _run_tile, get_tiling, call, tile, nested, extra_ref, TaskRef(load_key))
@@ -392,8 +442,9 @@ def _pooled(x: da.Array, tiling: Any, get_tiling: Callable, call: Callable, extr
     return da.Array(hlg, name, tuple(chunks), meta=np.empty((0,) * x.ndim, x.dtype))
 
 
-def _tile_pieces(x: da.Array, tiling: Any, out_ranges: list, offsets: list, block: tuple[int, ...],
-                 outputs: tiles.Ranges) -> tuple[list, tuple, tuple]:
+def _tile_pieces(
+    x: da.Array, tiling: Any, out_ranges: list, offsets: list, block: tuple[int, ...], outputs: tiles.Ranges
+) -> tuple[list, tuple, tuple]:
     """What the tile of output chunk ``block`` reads: per axis the input chunks and the slice of
     each (:func:`_pieces`), their input ranges (spans), and per pooled axis the range of its home
     chunk where the tile reads that chunk whole (else None)."""
@@ -409,8 +460,10 @@ def _tile_pieces(x: da.Array, tiling: Any, out_ranges: list, offsets: list, bloc
         else:
             size = x.chunks[axis][block[axis]]
             per_axis.append([(block[axis], slice(0, size))])
-    spans = tuple(tuple((offsets[axis][j] + s.start, offsets[axis][j] + s.stop) for j, s in per_axis[axis])
-                  for axis in range(x.ndim))
+    spans = tuple(
+        tuple((offsets[axis][j] + s.start, offsets[axis][j] + s.stop) for j, s in per_axis[axis])
+        for axis in range(x.ndim)
+    )
     return per_axis, spans, tuple(homes)
 
 

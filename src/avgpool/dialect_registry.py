@@ -35,8 +35,15 @@ AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 ROUNDINGS = ("floor", "ceil", "ceil_torch")
 # How each ecosystem spells auto_pad, folded to ONNX's spelling ("" is NOTSET as ONNX models
 # write it: semantics 3.5).
-AUTO_PAD_SPELLINGS = {"notset": "NOTSET", "": "NOTSET", "explicit": "NOTSET", "none": "NOTSET",
-                      "same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER", "valid": "VALID"}
+AUTO_PAD_SPELLINGS = {
+    "notset": "NOTSET",
+    "": "NOTSET",
+    "explicit": "NOTSET",
+    "none": "NOTSET",
+    "same_upper": "SAME_UPPER",
+    "same_lower": "SAME_LOWER",
+    "valid": "VALID",
+}
 
 
 class DialectUnavailable(RuntimeError):
@@ -107,8 +114,9 @@ def normalise_auto_pad(value: str) -> str:
     """``same_upper``, ``SAME_UPPER``, ``explicit``, ``None`` ... -> ONNX's spelling."""
     folded = AUTO_PAD_SPELLINGS.get(str(value).lower())
     if folded is None:
-        raise AvgPoolError(f"`auto_pad` is {value!r}: it must be one of NOTSET/explicit/None/'', SAME_UPPER, "
-                           "SAME_LOWER, VALID")
+        raise AvgPoolError(
+            f"`auto_pad` is {value!r}: it must be one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID"
+        )
     return folded
 
 
@@ -133,8 +141,15 @@ def _has_dilations(settings: Settings) -> bool:
 
 def onnx_attributes(s: Settings) -> dict[str, Any]:
     """The keywords of ``avgpool.average_pool`` (less opset and layout), also ``make_spec``'s."""
-    return {"kernel_shape": list(s.kernel), "strides": s.strides, "pads": s.onnx_pads(), "auto_pad": s.auto_pad,
-            "ceil_mode": s.ceil, "count_include_pad": s.include_pad, "dilations": s.dilations}
+    return {
+        "kernel_shape": list(s.kernel),
+        "strides": s.strides,
+        "pads": s.onnx_pads(),
+        "auto_pad": s.auto_pad,
+        "ceil_mode": s.ceil,
+        "count_include_pad": s.include_pad,
+        "dilations": s.dilations,
+    }
 
 
 def onnx_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
@@ -149,10 +164,16 @@ def openvino_attributes(s: Settings) -> dict[str, Any]:
         raise AvgPoolError("OpenVINO AvgPool is NCX only: drop --layout NXC")
     begin, end = s.begin_end()
     auto_pad = normalise_auto_pad(s.auto_pad)
-    return {"kernel": list(s.kernel), "exclude_pad": not s.include_pad, "strides": s.strides and list(s.strides),
-            "pads_begin": list(begin), "pads_end": list(end), "rounding_type": s.rounding,
-            "auto_pad": "explicit" if auto_pad == "NOTSET" else auto_pad.lower(),
-            "dilations": s.dilations and list(s.dilations)}
+    return {
+        "kernel": list(s.kernel),
+        "exclude_pad": not s.include_pad,
+        "strides": s.strides and list(s.strides),
+        "pads_begin": list(begin),
+        "pads_end": list(end),
+        "rounding_type": s.rounding,
+        "auto_pad": "explicit" if auto_pad == "NOTSET" else auto_pad.lower(),
+        "dilations": s.dilations and list(s.dilations),
+    }
 
 
 def openvino_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
@@ -168,9 +189,15 @@ def onednn_attributes(s: Settings) -> dict[str, Any]:
         raise AvgPoolError("oneDNN Graph AvgPool has no dilations")
     begin, end = s.begin_end()
     auto_pad = normalise_auto_pad(s.auto_pad)
-    return {"kernel": list(s.kernel), "strides": s.ones(s.strides), "pads_begin": list(begin), "pads_end": list(end),
-            "exclude_pad": not s.include_pad, "rounding_type": s.rounding,
-            "auto_pad": "None" if auto_pad == "NOTSET" else auto_pad}
+    return {
+        "kernel": list(s.kernel),
+        "strides": s.ones(s.strides),
+        "pads_begin": list(begin),
+        "pads_end": list(end),
+        "exclude_pad": not s.include_pad,
+        "rounding_type": s.rounding,
+        "auto_pad": "None" if auto_pad == "NOTSET" else auto_pad,
+    }
 
 
 def onednn_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
@@ -183,9 +210,15 @@ def qlinear_attributes(s: Settings) -> dict[str, Any]:
     ``make_geometry``, which gives the spec the function computes with (onnxruntime's geometry)."""
     if _has_dilations(s):
         raise AvgPoolError("QLinearAveragePool has no dilations")
-    return {"kernel_shape": list(s.kernel), "strides": s.strides and list(s.strides), "pads": s.onnx_pads(),
-            "auto_pad": s.auto_pad, "ceil_mode": int(s.ceil), "count_include_pad": int(s.include_pad),
-            "channels_last": int(s.channels_last)}
+    return {
+        "kernel_shape": list(s.kernel),
+        "strides": s.strides and list(s.strides),
+        "pads": s.onnx_pads(),
+        "auto_pad": s.auto_pad,
+        "ceil_mode": int(s.ceil),
+        "count_include_pad": int(s.include_pad),
+        "channels_last": int(s.channels_last),
+    }
 
 
 def qlinear_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
@@ -199,15 +232,23 @@ def _axes(settings: Settings, spatial: tuple[int, ...]) -> tuple[tuple[int, ...]
     kernel = as_int_tuple("kernel", settings.kernel, n, text, minimum=1)
     strides = as_int_tuple("strides", settings.ones(settings.strides), n, text, minimum=1)
     dilations = as_int_tuple("dilations", settings.ones(settings.dilations), n, text, minimum=1)
-    begin, end = (as_int_tuple(name, values, n, text, minimum=0) for name, values in
-                  zip(("pads_begin", "pads_end"), ((settings.pads_begin or (0,) * n), (settings.pads_end or (0,) * n))))
+    begin, end = (
+        as_int_tuple(name, values, n, text, minimum=0)
+        for name, values in zip(
+            ("pads_begin", "pads_end"), ((settings.pads_begin or (0,) * n), (settings.pads_end or (0,) * n))
+        )
+    )
     return kernel, strides, dilations, begin, end
 
 
 def _generic_spec(settings: Settings, spatial: tuple[int, ...], rounding: Rounding, divisor: Divisor) -> PoolSpec:
     kernel, strides, dilations, begin, end = _axes(settings, spatial)
-    mode = {"NOTSET": PadMode.EXPLICIT, "SAME_UPPER": PadMode.SAME_UPPER, "SAME_LOWER": PadMode.SAME_LOWER,
-            "VALID": PadMode.VALID}[normalise_auto_pad(settings.auto_pad)]
+    mode = {
+        "NOTSET": PadMode.EXPLICIT,
+        "SAME_UPPER": PadMode.SAME_UPPER,
+        "SAME_LOWER": PadMode.SAME_LOWER,
+        "VALID": PadMode.VALID,
+    }[normalise_auto_pad(settings.auto_pad)]
     if mode is not PadMode.EXPLICIT and any(begin + end):
         raise AvgPoolError("explicit pads cannot be used together with auto_pad")
     return PoolSpec(kernel, strides, dilations, tuple(zip(begin, end)), mode, rounding, divisor)
@@ -227,8 +268,9 @@ def pytorch_spec(settings: Settings, spatial: tuple[int, ...]) -> PoolSpec:
     if tuple(begin) != tuple(end):
         raise AvgPoolError(f"torch avg_pool pads symmetrically; pads {list(begin)}/{list(end)} differ")
     if any(p > k // 2 for p, k in zip(begin, settings.kernel)):
-        raise AvgPoolError(f"torch avg_pool needs pad <= kernel // 2 (pads {list(begin)}, "
-                           f"kernel {list(settings.kernel)})")
+        raise AvgPoolError(
+            f"torch avg_pool needs pad <= kernel // 2 (pads {list(begin)}, kernel {list(settings.kernel)})"
+        )
     rounding = Rounding.CEIL_DROP if settings.ceil else Rounding.FLOOR
     divisor = Divisor.PADDED_TAPS if settings.include_pad else Divisor.VALID_TAPS
     return _generic_spec(settings, spatial, rounding, divisor)
@@ -276,8 +318,10 @@ def _call_qlinear(x: np.ndarray, s: Settings) -> np.ndarray:
 
     function = _qlinear_function()
     if function is None:
-        raise DialectUnavailable("the QLinearAveragePool dialect is not available in this build of avgpool "
-                                 "(avgpool.qlinear.qlinear_average_pool is missing)")
+        raise DialectUnavailable(
+            "the QLinearAveragePool dialect is not available in this build of avgpool "
+            "(avgpool.qlinear.qlinear_average_pool is missing)"
+        )
     # plain Python numbers, which the function reads as onnxruntime reads its tensors (float32
     # scales, zero points of X's dtype), refusing out-of-range ones with its own messages
     return function(x, s.x_scale, s.x_zero_point, s.y_scale, s.y_zero_point, **qlinear_attributes(s))
@@ -302,8 +346,9 @@ DIALECTS: dict[str, Dialect] = {
     "onnx": Dialect("onnx", "ONNX AveragePool", onnx_input_spec, _call_onnx),
     "openvino": Dialect("openvino", "OpenVINO AvgPool", openvino_input_spec, _call_openvino),
     "onednn": Dialect("onednn", "oneDNN Graph AvgPool", onednn_input_spec, _call_onednn, default_channels_last=True),
-    "qlinear": Dialect("qlinear", "com.microsoft QLinearAveragePool", qlinear_input_spec, _call_qlinear,
-                       quantized=True),
+    "qlinear": Dialect(
+        "qlinear", "com.microsoft QLinearAveragePool", qlinear_input_spec, _call_qlinear, quantized=True
+    ),
     "pytorch": Dialect("pytorch", "PyTorch avg_pool", _pytorch_input_spec, None),
 }
 POOL_DIALECTS = tuple(name for name, d in DIALECTS.items() if d.call is not None)
@@ -324,8 +369,12 @@ def comparison_rows(settings: Settings) -> list[tuple[str, Callable[[tuple[int, 
         version = max(settings.version, 14)
         for rounding_type in ("ceil", "ceil_torch"):
             openvino_settings = replace(settings, version=version, rounding=rounding_type)
-            rows.append((f"OpenVINO AvgPool-{version} rounding_type={rounding_type}",
-                         lambda spatial, s=openvino_settings: openvino_spec(s, spatial)))
+            rows.append(
+                (
+                    f"OpenVINO AvgPool-{version} rounding_type={rounding_type}",
+                    lambda spatial, s=openvino_settings: openvino_spec(s, spatial),
+                )
+            )
     else:
         rows.append((f"OpenVINO AvgPool-{settings.version}", lambda spatial: openvino_spec(settings, spatial)))
     onednn_settings = replace(settings, rounding="ceil" if settings.ceil else "floor")

@@ -59,4 +59,3 @@ def write_empty_windows(out: np.ndarray, factors: list[np.ndarray] | None) -> bo
     zeros = np.where(negatives % 2 == 1, -0.0, 0.0)
     out[..., signed] = np.broadcast_to(zeros, signed.shape)[signed].astype(out.dtype)
     return True
-

@@ -21,8 +21,9 @@ import numpy as np
 _THREADED = (2, 16, 128, 128)
 
 
-def _float(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2,
-           layout: str = "NCX") -> Callable[[], None]:
+def _float(
+    dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2, layout: str = "NCX"
+) -> Callable[[], None]:
     def call() -> None:
         import ml_dtypes  # noqa: F401 - numpy knows "bfloat16" by name once ml_dtypes is imported
 
@@ -32,11 +33,13 @@ def _float(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2,
         x.setflags(write=False)  # as a memory-mapped input is: the same compiled kernels serve writable ones
         axes = len(shape) - 2
         api.average_pool(x, [kernel] * axes, layout=layout, pads=[kernel // 2] * (2 * axes), opset=22)
+
     return call
 
 
-def _qlinear(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), *, channels_last: bool = False,
-             global_pool: bool = False) -> Callable[[], None]:
+def _qlinear(
+    dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), *, channels_last: bool = False, global_pool: bool = False
+) -> Callable[[], None]:
     def call() -> None:
         from .qlinear import qlinear_average_pool
 
@@ -44,6 +47,7 @@ def _qlinear(dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), *, channels_la
         spatial = shape[1:-1] if channels_last else shape[2:]
         kernel = list(spatial) if global_pool else [2] * len(spatial)
         qlinear_average_pool(x, 0.1, 3, 0.2, 5, kernel, channels_last=channels_last)
+
     return call
 
 
@@ -52,8 +56,7 @@ def _dialects() -> None:
 
     x = np.ones((1, 2, 8, 8), np.float32)
     openvino.avg_pool(x, [3, 3], exclude_pad=True, pads_begin=[1, 1], pads_end=[1, 1], version=16)
-    onednn.avg_pool(np.moveaxis(x, 1, -1), [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0],
-                    exclude_pad=True)
+    onednn.avg_pool(np.moveaxis(x, 1, -1), [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=True)
 
 
 #: Every kind of first call: one per compiled entry kernel and argument types a call can reach.
@@ -92,8 +95,9 @@ KINDS: dict[str, Callable[[], None]] = {
 }
 
 
-def warmup(kinds: Iterable[str] | None = None, *,
-           report: Callable[[str, float], None] | None = None) -> dict[str, float]:
+def warmup(
+    kinds: Iterable[str] | None = None, *, report: Callable[[str, float], None] | None = None
+) -> dict[str, float]:
     """Load (or, where nothing is precompiled or cached for this machine, compile) the kernels of
     ``kinds`` (default: every one of :data:`KINDS`); the seconds each took. ``report(kind,
     seconds)`` is called after each. :func:`avgpool.cache_location` says where compiled kernels

@@ -17,8 +17,9 @@ def dtype_name(dtype: np.dtype) -> str:
     return np.dtype(dtype).newbyteorder("=").name
 
 
-def as_input_array(x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int,
-                   max_rank: int | None = None) -> np.ndarray:
+def as_input_array(
+    x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None
+) -> np.ndarray:
     """The input as a numpy array of an allowed dtype and rank, in native byte order.
 
     Any strides are kept (no copy); a byte-swapped array is converted once, because the
@@ -29,12 +30,16 @@ def as_input_array(x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, mi
     except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
         raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
     if array.dtype.newbyteorder("=") not in [np.dtype(d) for d in allowed]:
-        raise AvgPoolError(f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: "
-                           f"it must be {allowed_text}")
+        raise AvgPoolError(
+            f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: "
+            f"it must be {allowed_text}"
+        )
     if array.ndim < min_rank or (max_rank is not None and array.ndim > max_rank):
         expected = f"at least {min_rank}" if max_rank is None else f"{min_rank} to {max_rank}"
-        raise AvgPoolError(f"the input has rank {array.ndim} (shape {array.shape}): "
-                           f"it must have {expected} dimensions (N x C x D1 ...)")
+        raise AvgPoolError(
+            f"the input has rank {array.ndim} (shape {array.shape}): "
+            f"it must have {expected} dimensions (N x C x D1 ...)"
+        )
     if not array.dtype.isnative:
         array = array.astype(array.dtype.newbyteorder("="))
     return array
@@ -128,4 +133,5 @@ def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tup
             f"the attributes give an output of shape {'x'.join(map(str, out_shape))} ({_size_text(out_bytes)} of "
             f"{dtype_name(dtype)} and {_size_text(needed - out_bytes)} of window tables), more than this machine's "
             f"memory ({_size_text(memory)}) and {OUTPUT_TO_INPUT_BYTES} times the input: an output "
-            f"must fit in memory, and only pads far beyond the input give more (check `kernel_shape` and the pads)")
+            f"must fit in memory, and only pads far beyond the input give more (check `kernel_shape` and the pads)"
+        )

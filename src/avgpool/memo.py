@@ -85,17 +85,22 @@ def same_items(sequences: Sequence[Any]) -> Callable[..., bool]:
 def _items_check(*lengths: int) -> Callable[..., Callable[..., bool]]:
     """For sequences of these lengths (-1: None), a factory of :func:`same_items`'s test."""
     names = [[f"_{axis}_{i}" for i in range(n)] for axis, n in enumerate(lengths)]
-    unpacks = [f"[{', '.join(f'a{name}' for name in items)}] = s{axis}"
-               for axis, (n, items) in enumerate(zip(lengths, names)) if n >= 0]
+    unpacks = [
+        f"[{', '.join(f'a{name}' for name in items)}] = s{axis}"
+        for axis, (n, items) in enumerate(zip(lengths, names))
+        if n >= 0
+    ]
     tests = [f"a{name} is v{name}" for items in names for name in items]
-    lines = ["def factory(" + ", ".join(f"v{name}" for items in names for name in items) + "):",
-             "    def check(" + ", ".join(f"s{axis}" for axis in range(len(lengths))) + "):",
-             "        try:",
-             *(f"            {unpack}" for unpack in unpacks or ["pass"]),
-             "        except ValueError:  # a list of another length",
-             "            return False",
-             f"        return {' and '.join(tests) or 'True'}",
-             "    return check"]
+    lines = [
+        "def factory(" + ", ".join(f"v{name}" for items in names for name in items) + "):",
+        "    def check(" + ", ".join(f"s{axis}" for axis in range(len(lengths))) + "):",
+        "        try:",
+        *(f"            {unpack}" for unpack in unpacks or ["pass"]),
+        "        except ValueError:  # a list of another length",
+        "            return False",
+        f"        return {' and '.join(tests) or 'True'}",
+        "    return check",
+    ]
     source = "\n".join(lines) + "\n"
     namespace: dict = {}
     exec(source, namespace)  # noqa: S102 - code built here from integers only
@@ -126,8 +131,9 @@ class Memo:
     threads without a lock: a lock held by another thread when the process forks would hang the
     child, and a lost or repeated entry only costs one validation."""
 
-    def __init__(self, size: int, weigh: Callable[[Any], int] | None = None, total_bytes: int = 0,
-                 entry_bytes: int = 0) -> None:
+    def __init__(
+        self, size: int, weigh: Callable[[Any], int] | None = None, total_bytes: int = 0, entry_bytes: int = 0
+    ) -> None:
         self._size, self._weigh = size, weigh
         self._total_bytes, self._entry_bytes = total_bytes, entry_bytes
         self._entries: dict = {}  # key -> (value, bytes); never replaced, only changed

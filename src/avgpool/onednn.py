@@ -15,9 +15,19 @@ from .memo import Memo, call_key, call_prepared
 from .shape import infer_output_shape
 
 
-def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int], pads_begin: Sequence[int],
-             pads_end: Sequence[int], exclude_pad: bool, rounding_type: str = "floor", auto_pad: str = "None",
-             data_format: str = "NXC", out: np.ndarray | None = None) -> np.ndarray:
+def avg_pool(
+    x: Any,
+    kernel: Sequence[int],
+    *,
+    strides: Sequence[int],
+    pads_begin: Sequence[int],
+    pads_end: Sequence[int],
+    exclude_pad: bool,
+    rounding_type: str = "floor",
+    auto_pad: str = "None",
+    data_format: str = "NXC",
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """oneDNN Graph AvgPool, on N x D1.. x C (``data_format="NXC"``, the default) or N x C x D1..
     (``"NCX"``) data, both computed in place without a transposed copy.
 
@@ -44,9 +54,17 @@ def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int], pads_begi
     with error_context(onednn_dialect.LABEL):
         array = as_input_array(x, onednn_dialect.DTYPES, onednn_dialect.DTYPES_TEXT, min_rank=0)
         layout = onednn_dialect.parse_layout(data_format)
-        spec = onednn_dialect.make_spec(array.shape, layout, kernel, strides=strides, pads_begin=pads_begin,
-                                        pads_end=pads_end, exclude_pad=exclude_pad, rounding_type=rounding_type,
-                                        auto_pad=auto_pad)
+        spec = onednn_dialect.make_spec(
+            array.shape,
+            layout,
+            kernel,
+            strides=strides,
+            pads_begin=pads_begin,
+            pads_end=pads_end,
+            exclude_pad=exclude_pad,
+            rounding_type=rounding_type,
+            auto_pad=auto_pad,
+        )
         prepared = engine.prepare(spec, array.shape, array.dtype, layout)
         if key is not None and array is x:
             _CALLS.put(key, prepared)
@@ -57,9 +75,18 @@ def avg_pool(x: Any, kernel: Sequence[int], *, strides: Sequence[int], pads_begi
 _CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 
 
-def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, strides: Sequence[int],
-                 pads_begin: Sequence[int], pads_end: Sequence[int], exclude_pad: bool, rounding_type: str = "floor",
-                 auto_pad: str = "None", data_format: str = "NXC") -> tuple[int, ...]:
+def output_shape(
+    input_shape: Sequence[int],
+    kernel: Sequence[int],
+    *,
+    strides: Sequence[int],
+    pads_begin: Sequence[int],
+    pads_end: Sequence[int],
+    exclude_pad: bool,
+    rounding_type: str = "floor",
+    auto_pad: str = "None",
+    data_format: str = "NXC",
+) -> tuple[int, ...]:
     """The output shape of oneDNN Graph AvgPool for an input shape, without data (same rules as ``avg_pool``).
 
     >>> import avgpool.onednn
@@ -70,7 +97,15 @@ def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, strides: 
     with error_context(onednn_dialect.LABEL):
         shape = as_input_shape(input_shape)
         layout = onednn_dialect.parse_layout(data_format)
-        spec = onednn_dialect.make_spec(shape, layout, kernel, strides=strides, pads_begin=pads_begin,
-                                        pads_end=pads_end, exclude_pad=exclude_pad, rounding_type=rounding_type,
-                                        auto_pad=auto_pad)
+        spec = onednn_dialect.make_spec(
+            shape,
+            layout,
+            kernel,
+            strides=strides,
+            pads_begin=pads_begin,
+            pads_end=pads_end,
+            exclude_pad=exclude_pad,
+            rounding_type=rounding_type,
+            auto_pad=auto_pad,
+        )
         return infer_output_shape(spec, shape, layout)

@@ -100,8 +100,15 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
         # 0.2 against 0.4) and faster (squeezenet's 1x1000x13x13: 27 us against numpy's 158)
         return (average_pool(x, list(np.shape(x)[2:]), opset=opset),)
 
-    def run_qlinear(self: Any, x: np.ndarray, x_scale: Any, x_zero_point: Any = None, y_scale: Any = None,
-                    y_zero_point: Any = None, **attributes: Any) -> tuple[np.ndarray]:
+    def run_qlinear(
+        self: Any,
+        x: np.ndarray,
+        x_scale: Any,
+        x_zero_point: Any = None,
+        y_scale: Any = None,
+        y_zero_point: Any = None,
+        **attributes: Any,
+    ) -> tuple[np.ndarray]:
         function = _qlinear_function()
         if function is None:
             raise NotImplementedError("QLinearAveragePool: this build of avgpool has no avgpool.qlinear module yet")
@@ -109,23 +116,50 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
         kernel = kwargs.pop("kernel_shape")
         return (function(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel, **kwargs),)
 
-    def run_qlinear_global(self: Any, x: np.ndarray, x_scale: Any, x_zero_point: Any = None, y_scale: Any = None,
-                           y_zero_point: Any = None, **attributes: Any) -> tuple[np.ndarray]:
+    def run_qlinear_global(
+        self: Any,
+        x: np.ndarray,
+        x_scale: Any,
+        x_zero_point: Any = None,
+        y_scale: Any = None,
+        y_zero_point: Any = None,
+        **attributes: Any,
+    ) -> tuple[np.ndarray]:
         function = _qlinear_function("qlinear_global_average_pool")
         if function is None:
             raise NotImplementedError("QLinearGlobalAveragePool: this build of avgpool has no avgpool.qlinear module")
         return (function(x, x_scale, x_zero_point, y_scale, y_zero_point, **_attributes(self, attributes)),)
 
-    ops: list[type] = [type("AveragePool", (base,), {"op_domain": "", "op_schema": schema, "opset": opset,
-                                                     "_run": run_average_pool, "__module__": __name__})]
+    ops: list[type] = [
+        type(
+            "AveragePool",
+            (base,),
+            {"op_domain": "", "op_schema": schema, "opset": opset, "_run": run_average_pool, "__module__": __name__},
+        )
+    ]
     if global_pool:
-        ops.append(type("GlobalAveragePool", (base,), {"op_domain": "", "opset": opset, "_run": run_global,
-                                                       "__module__": __name__}))
+        ops.append(
+            type(
+                "GlobalAveragePool",
+                (base,),
+                {"op_domain": "", "opset": opset, "_run": run_global, "__module__": __name__},
+            )
+        )
     if qlinear:
-        ops.append(type("QLinearAveragePool", (base,), {"op_domain": "com.microsoft", "op_schema": None,
-                                                        "_run": run_qlinear, "__module__": __name__}))
-        ops.append(type("QLinearGlobalAveragePool", (base,), {"op_domain": "com.microsoft", "op_schema": None,
-                                                              "_run": run_qlinear_global, "__module__": __name__}))
+        ops.append(
+            type(
+                "QLinearAveragePool",
+                (base,),
+                {"op_domain": "com.microsoft", "op_schema": None, "_run": run_qlinear, "__module__": __name__},
+            )
+        )
+        ops.append(
+            type(
+                "QLinearGlobalAveragePool",
+                (base,),
+                {"op_domain": "com.microsoft", "op_schema": None, "_run": run_qlinear_global, "__module__": __name__},
+            )
+        )
     return tuple(ops)
 
 
@@ -148,8 +182,15 @@ def model_opset(model: Any, domain: str = "") -> int | None:
     return None
 
 
-def make_evaluator(model: Any, *, opset: int | None = None, qlinear: bool = True, global_pool: bool = True,
-                   new_ops: Iterable[type] | None = None, **kwargs: Any) -> Any:
+def make_evaluator(
+    model: Any,
+    *,
+    opset: int | None = None,
+    qlinear: bool = True,
+    global_pool: bool = True,
+    new_ops: Iterable[type] | None = None,
+    **kwargs: Any,
+) -> Any:
     """An ``onnx.reference.ReferenceEvaluator`` running the pooling nodes with avgpool.
 
     ``model`` is a ModelProto, a path or bytes; ``opset`` defaults to the opset the model imports.
@@ -187,8 +228,9 @@ class InputSpec:
         if np.dtype(array.dtype) != self.dtype:
             return f"has dtype {array.dtype}, the model declares {self.dtype}"
         if self.declared is not None:
-            if (array.ndim != len(self.declared)
-                    or any(d is not None and d != n for d, n in zip(self.declared, array.shape))):
+            if array.ndim != len(self.declared) or any(
+                d is not None and d != n for d, n in zip(self.declared, array.shape)
+            ):
                 text = "x".join("?" if d is None else str(d) for d in self.declared)
                 return f"has shape {'x'.join(map(str, array.shape))}, the model declares {text}"
         return None
@@ -212,8 +254,11 @@ def model_inputs(model: Any) -> list[InputSpec]:
             raise ValueError(f"input {value.name!r} declares no element type: only typed tensor inputs can be fed")
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim)
-        declared = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim) \
-            if tensor.HasField("shape") else None
+        declared = (
+            tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+            if tensor.HasField("shape")
+            else None
+        )
         specs.append(InputSpec(value.name, dtype, shape, declared))
     return specs
 
@@ -238,8 +283,9 @@ def generate_input(spec: InputSpec, *, seed: int = 0, kind: str = "random") -> n
     raise ValueError(f"cannot generate data of dtype {dtype} for input {spec.name!r}")
 
 
-def onnxruntime_outputs(model: Any, feeds: Mapping[str, np.ndarray],
-                        output_names: list[str] | None = None) -> list[np.ndarray]:
+def onnxruntime_outputs(
+    model: Any, feeds: Mapping[str, np.ndarray], output_names: list[str] | None = None
+) -> list[np.ndarray]:
     """Run the model in onnxruntime (CPU) on the same feeds."""
     try:
         import onnxruntime
@@ -247,8 +293,9 @@ def onnxruntime_outputs(model: Any, feeds: Mapping[str, np.ndarray],
         raise ImportError("--check needs onnxruntime: pip install onnxruntime") from None
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # no graph-optimizer warnings on stderr
-    session = onnxruntime.InferenceSession(load_model(model).SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        load_model(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     return session.run(output_names, dict(feeds))
 
 

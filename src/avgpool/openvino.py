@@ -17,10 +17,20 @@ from .shape import infer_output_shape
 from .spec import Layout
 
 
-def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Sequence[int] | None = None,
-             pads_begin: Sequence[int] | None = None, pads_end: Sequence[int] | None = None,
-             rounding_type: str = "floor", auto_pad: str = "explicit", dilations: Sequence[int] | None = None,
-             version: int = 16, out: np.ndarray | None = None) -> np.ndarray:
+def avg_pool(
+    x: Any,
+    kernel: Sequence[int],
+    *,
+    exclude_pad: bool,
+    strides: Sequence[int] | None = None,
+    pads_begin: Sequence[int] | None = None,
+    pads_end: Sequence[int] | None = None,
+    rounding_type: str = "floor",
+    auto_pad: str = "explicit",
+    dilations: Sequence[int] | None = None,
+    version: int = 16,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """OpenVINO AvgPool-1, -14 or -16 (``version``), as the OpenVINO runtime computes it.
 
     >>> import numpy as np, avgpool.openvino
@@ -47,8 +57,9 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
     explicit pad as long as the dilated kernel, an attribute the version does not have, or any
     invalid value.
     """
-    key = call_key(x, (kernel, strides, pads_begin, pads_end, dilations),
-                   (exclude_pad, rounding_type, auto_pad, version))
+    key = call_key(
+        x, (kernel, strides, pads_begin, pads_end, dilations), (exclude_pad, rounding_type, auto_pad, version)
+    )
     found = _CALLS.get(key)
     if found is not None:  # validated before: the prepared pool, and the empty windows to overwrite
         prepared, label, empty_windows = found
@@ -59,9 +70,18 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
     label = openvino_dialect.label(version)
     with error_context(label):
         array = as_input_array(x, openvino_dialect.DTYPES, openvino_dialect.DTYPES_TEXT, min_rank=0)
-        spec = openvino_dialect.make_spec(version, array.shape, kernel, exclude_pad=exclude_pad, strides=strides,
-                                          pads_begin=pads_begin, pads_end=pads_end, rounding_type=rounding_type,
-                                          auto_pad=auto_pad, dilations=dilations)
+        spec = openvino_dialect.make_spec(
+            version,
+            array.shape,
+            kernel,
+            exclude_pad=exclude_pad,
+            strides=strides,
+            pads_begin=pads_begin,
+            pads_end=pads_end,
+            rounding_type=rounding_type,
+            auto_pad=auto_pad,
+            dilations=dilations,
+        )
         prepared = engine.prepare(spec, array.shape, array.dtype, Layout.NCX)
         empty_windows = empty_window_factors(spec, array.shape)
         if key is not None and array is x:
@@ -77,10 +97,19 @@ def avg_pool(x: Any, kernel: Sequence[int], *, exclude_pad: bool, strides: Seque
 _CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
 
 
-def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, exclude_pad: bool,
-                 strides: Sequence[int] | None = None, pads_begin: Sequence[int] | None = None,
-                 pads_end: Sequence[int] | None = None, rounding_type: str = "floor", auto_pad: str = "explicit",
-                 dilations: Sequence[int] | None = None, version: int = 16) -> tuple[int, ...]:
+def output_shape(
+    input_shape: Sequence[int],
+    kernel: Sequence[int],
+    *,
+    exclude_pad: bool,
+    strides: Sequence[int] | None = None,
+    pads_begin: Sequence[int] | None = None,
+    pads_end: Sequence[int] | None = None,
+    rounding_type: str = "floor",
+    auto_pad: str = "explicit",
+    dilations: Sequence[int] | None = None,
+    version: int = 16,
+) -> tuple[int, ...]:
     """The output shape of OpenVINO AvgPool for an input shape, without data (same rules as ``avg_pool``).
 
     >>> import avgpool.openvino
@@ -94,7 +123,16 @@ def output_shape(input_shape: Sequence[int], kernel: Sequence[int], *, exclude_p
     version = openvino_dialect.check_version(version)
     with error_context(openvino_dialect.label(version)):
         shape = as_input_shape(input_shape)
-        spec = openvino_dialect.make_spec(version, shape, kernel, exclude_pad=exclude_pad, strides=strides,
-                                          pads_begin=pads_begin, pads_end=pads_end, rounding_type=rounding_type,
-                                          auto_pad=auto_pad, dilations=dilations)
+        spec = openvino_dialect.make_spec(
+            version,
+            shape,
+            kernel,
+            exclude_pad=exclude_pad,
+            strides=strides,
+            pads_begin=pads_begin,
+            pads_end=pads_end,
+            rounding_type=rounding_type,
+            auto_pad=auto_pad,
+            dilations=dilations,
+        )
         return infer_output_shape(spec, shape, Layout.NCX)

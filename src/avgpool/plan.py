@@ -37,8 +37,9 @@ def _tap_range(geometry: AxisGeometry, low: int, high: int, start: int, stop: in
     return j0, np.maximum(0, j1 - j0 + 1)
 
 
-def axis_plan(geometry: AxisGeometry, divisor_rule: Divisor, any_pad: bool, start: int = 0,
-              stop: int | None = None) -> AxisPlan:
+def axis_plan(
+    geometry: AxisGeometry, divisor_rule: Divisor, any_pad: bool, start: int = 0, stop: int | None = None
+) -> AxisPlan:
     """The windows of outputs ``start..stop`` of one axis (all by default): a tile of a long axis
     needs only its own (:mod:`avgpool.tiles`)."""
     g = geometry
@@ -64,13 +65,18 @@ def total_taps(geometry: AxisGeometry, piece: int = 1 << 20) -> int:
     however absurd costs nothing: windows wholly in it hold no tap)."""
     g = geometry
     touching = (max(0, (g.pad_begin - g.extent) // g.stride + 1), min(g.out, -(-(g.length + g.pad_begin) // g.stride)))
-    inner = (max(touching[0], -(-g.pad_begin // g.stride)),
-             min(touching[1], (g.length + g.pad_begin - g.extent) // g.stride + 1))
+    inner = (
+        max(touching[0], -(-g.pad_begin // g.stride)),
+        min(touching[1], (g.length + g.pad_begin - g.extent) // g.stride + 1),
+    )
     if inner[1] <= inner[0]:
         inner = (touching[0], touching[0])
     edges = [(touching[0], inner[0]), (inner[1], max(inner[1], touching[1]))]
-    counted = sum(int(_tap_range(g, 0, g.length, a, min(a + piece, stop))[1].sum())
-                  for start, stop in edges for a in range(start, stop, piece))
+    counted = sum(
+        int(_tap_range(g, 0, g.length, a, min(a + piece, stop))[1].sum())
+        for start, stop in edges
+        for a in range(start, stop, piece)
+    )
     return (inner[1] - inner[0]) * g.kernel + counted
 
 

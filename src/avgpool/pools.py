@@ -63,8 +63,11 @@ class PreparedPool:
         out_how = 0 if out_view == self.out_shape else 1 if len(out_view) == 1 else 2  # ... reshape after
         entry = None if self.kernel is None else _view_entry(self.kernel, self.dtype, x_view, out_view)
         object.__setattr__(self, "call", entry)
-        object.__setattr__(self, "plan", (entry, self.items, self.pieces, x_view, out_view, self.out_shape, x_how,
-                                          out_how, self.kernel, self.dtype))
+        object.__setattr__(
+            self,
+            "plan",
+            (entry, self.items, self.pieces, x_view, out_view, self.out_shape, x_how, out_how, self.kernel, self.dtype),
+        )
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         # a tiny pool costs about as much as this method, hence each flags object fetched once,
@@ -116,8 +119,13 @@ def _view_entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view:
         signature = flat_signature(dtype, dtype, (tab,))
     else:
         element = typeof(np.empty(0, dtype)).dtype
-        signature = (types.Array(element, len(x_view), "C"), types.Array(element, len(out_view), "C"), types.int64,
-                     types.int64, typeof(tab))
+        signature = (
+            types.Array(element, len(x_view), "C"),
+            types.Array(element, len(out_view), "C"),
+            types.int64,
+            types.int64,
+            typeof(tab),
+        )
     return compiled(kernel, signature).entry_point
 
 
@@ -133,8 +141,14 @@ def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -
         return None
 
 
-def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
-                   t: KernelTables, running: RunningPlan | None) -> PreparedPool:
+def prepare_tables(
+    out_shape: tuple[int, ...],
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    layout: Layout,
+    t: KernelTables,
+    running: RunningPlan | None,
+) -> PreparedPool:
     """The kernel choice and threading for an input ``shape`` pooled by the tables ``t`` (and,
     float32 only, the exact running sums where a slab's values allow)."""
     from .kernels import separable  # compiled lazily: importing avgpool stays fast
@@ -155,8 +169,9 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
             return PreparedPool(out_shape, dtype, items, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
-        return PreparedPool(out_shape, dtype, items, exact.pool_slabs_exact, (slab_tables, running, fallback),
-                            pieces, False)
+        return PreparedPool(
+            out_shape, dtype, items, exact.pool_slabs_exact, (slab_tables, running, fallback), pieces, False
+        )
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
     # is pooled on its own, so groups never span more than a block
@@ -166,8 +181,9 @@ def prepare_tables(out_shape: tuple[int, ...], shape: tuple[int, ...], dtype: np
     return PreparedPool(out_shape, dtype, items, separable.pool_slabs_16, args, pieces, True)
 
 
-def _slab_parts(slabs: int, channels: int, work: int, dtype: np.dtype, t: KernelTables,
-                running: RunningPlan | None) -> int:
+def _slab_parts(
+    slabs: int, channels: int, work: int, dtype: np.dtype, t: KernelTables, running: RunningPlan | None
+) -> int:
     """How many items each slab is cut into for threads to share: 1 (an item is a slab) unless
     there are fewer slabs than pieces, as in a channels-last batch of one (1x112x112x64 3x3 p1,
     one slab, ran on one thread at 1.4 times onnxruntime's time; ``benchmarks/bench.py``'s NHWC
@@ -179,8 +195,11 @@ def _slab_parts(slabs: int, channels: int, work: int, dtype: np.dtype, t: Kernel
     over channels (NXC, float32/float64) cut their channels. Small planes are not cut."""
     axes = t.axes
     ncx_line = channels == 1 and (axes.shape[0] == 1 or axes[0, columns.LENGTH] == 1)
-    if (axes[0, columns.PLANE_PAD] >= 0 or (dtype not in _NATIVE and t.global_scale > 0)
-            or (running is not None and ncx_line)):
+    if (
+        axes[0, columns.PLANE_PAD] >= 0
+        or (dtype not in _NATIVE and t.global_scale > 0)
+        or (running is not None and ncx_line)
+    ):
         return 1
     if t.global_scale > 0:
         most = channels if channels > 1 else 1  # one channel: one contiguous sum
@@ -195,7 +214,19 @@ def _slab_tables(t: KernelTables, group: int, channels: int, parts: int) -> Slab
     """The tables ``t`` as :func:`.kernels.separable.pool_slabs` takes them, ``group`` slabs at a
     time, each slab in ``parts`` items."""
     band, scratch_size = band_and_scratch(t, group)
-    return SlabTables(group=group, band=band, axes=t.axes, firsts=t.firsts, counts=t.counts, splits=t.splits,
-                      scales=t.scales, channels=channels, scratch_size=scratch_size, global_scale=t.global_scale,
-                      plane_masks=t.plane_masks, plane_factors=t.plane_factors, plane_sums=t.plane_sums,
-                      parts=parts)
+    return SlabTables(
+        group=group,
+        band=band,
+        axes=t.axes,
+        firsts=t.firsts,
+        counts=t.counts,
+        splits=t.splits,
+        scales=t.scales,
+        channels=channels,
+        scratch_size=scratch_size,
+        global_scale=t.global_scale,
+        plane_masks=t.plane_masks,
+        plane_factors=t.plane_factors,
+        plane_sums=t.plane_sums,
+        parts=parts,
+    )

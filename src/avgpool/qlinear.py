@@ -55,8 +55,12 @@ def _freeze(value: Any) -> Any:
 
 def _params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any) -> dialect.QuantParams:
     """Validated scales and zero points, remembered when they are plain Python floats and ints."""
-    if (type(x_scale) is float and type(y_scale) is float and (x_zero_point is None or type(x_zero_point) is int)
-            and (y_zero_point is None or type(y_zero_point) is int)):
+    if (
+        type(x_scale) is float
+        and type(y_scale) is float
+        and (x_zero_point is None or type(x_zero_point) is int)
+        and (y_zero_point is None or type(y_zero_point) is int)
+    ):
         key = (x_scale, x_zero_point, y_scale, y_zero_point, dtype)
         found = _PARAMS.get(key)
         if found is None:
@@ -68,11 +72,22 @@ def _params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale: Any, y_ze
     return dialect.make_quant_params(dtype, x_scale, x_zero_point, y_scale, y_zero_point)
 
 
-def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
-                         kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                         pads: Sequence[int] | None = None, auto_pad: str = _NOTSET,
-                         ceil_mode: bool | int = False, count_include_pad: bool | int = False,
-                         channels_last: bool | int = False, out: np.ndarray | None = None) -> np.ndarray:
+def qlinear_average_pool(
+    x: Any,
+    x_scale: Any,
+    x_zero_point: Any,
+    y_scale: Any,
+    y_zero_point: Any,
+    kernel_shape: Sequence[int],
+    *,
+    strides: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+    auto_pad: str = _NOTSET,
+    ceil_mode: bool | int = False,
+    count_include_pad: bool | int = False,
+    channels_last: bool | int = False,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """onnxruntime's com.microsoft QLinearAveragePool, bit for bit.
 
     >>> import numpy as np
@@ -123,39 +138,122 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
     if known is not None:
         # one unpacking, then tests of locals: indexing the tuple per test cost ~0.2 us
         ks, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, prepared, kernel_args = known[0]
-        if (kernel_shape is ks and strides is st and pads is pd and x_scale is xs and x_zero_point is xz
-                and y_scale is ys and y_zero_point is yz and auto_pad is ap and ceil_mode is cm
-                and count_include_pad is cip and channels_last is cl and type(x) is _ndarray and x.shape == shape
-                and x.dtype is dtype and items(kernel_shape, strides, pads)):
+        if (
+            kernel_shape is ks
+            and strides is st
+            and pads is pd
+            and x_scale is xs
+            and x_zero_point is xz
+            and y_scale is ys
+            and y_zero_point is yz
+            and auto_pad is ap
+            and ceil_mode is cm
+            and count_include_pad is cip
+            and channels_last is cl
+            and type(x) is _ndarray
+            and x.shape == shape
+            and x.dtype is dtype
+            and items(kernel_shape, strides, pads)
+        ):
             return _finish(prepared, x, kernel_args, out)
     if type(x) is not _ndarray:
-        return _validated_call(x, out, None, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides,
-                               pads, auto_pad, ceil_mode, count_include_pad, channels_last)
+        return _validated_call(
+            x,
+            out,
+            None,
+            x_scale,
+            x_zero_point,
+            y_scale,
+            y_zero_point,
+            kernel_shape,
+            strides,
+            pads,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            channels_last,
+        )
     # repeated calls: one lookup keyed by everything that validation depends on, types included
     # (True == 1 == 1.0 as dictionary keys, but they validate differently)
     try:
-        key = (x.shape, x.dtype, type(x_scale), x_scale, type(x_zero_point), x_zero_point, type(y_scale), y_scale,
-               type(y_zero_point), y_zero_point, ints(kernel_shape), None if strides is None else ints(strides),
-               None if pads is None else ints(pads))
+        key = (
+            x.shape,
+            x.dtype,
+            type(x_scale),
+            x_scale,
+            type(x_zero_point),
+            x_zero_point,
+            type(y_scale),
+            y_scale,
+            type(y_zero_point),
+            y_zero_point,
+            ints(kernel_shape),
+            None if strides is None else ints(strides),
+            None if pads is None else ints(pads),
+        )
         if not (auto_pad is _NOTSET and ceil_mode is False and count_include_pad is False and channels_last is False):
             # as average_pool's key: the defaults themselves need no place in it (a shorter key to
             # build and hash for a call with lists written in it, which cannot be _KNOWN)
-            key += (type(auto_pad), auto_pad, type(ceil_mode), ceil_mode, type(count_include_pad), count_include_pad,
-                    type(channels_last), channels_last)
+            key += (
+                type(auto_pad),
+                auto_pad,
+                type(ceil_mode),
+                ceil_mode,
+                type(count_include_pad),
+                count_include_pad,
+                type(channels_last),
+                channels_last,
+            )
         entry = _FIND(key)
     except (Unhashable, TypeError):
         key = entry = None
     if entry is None:
-        return _validated_call(x, out, key, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides,
-                               pads, auto_pad, ceil_mode, count_include_pad, channels_last)
+        return _validated_call(
+            x,
+            out,
+            key,
+            x_scale,
+            x_zero_point,
+            y_scale,
+            y_zero_point,
+            kernel_shape,
+            strides,
+            pads,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            channels_last,
+        )
     prepared, kernel_args = entry[0]
     global _REPEATED
     was, ks, st, pd, xs, xz, ys, yz = _REPEATED
-    if (was is prepared and ks is kernel_shape and st is strides and pd is pads and xs is x_scale
-            and xz is x_zero_point and ys is y_scale and yz is y_zero_point):
+    if (
+        was is prepared
+        and ks is kernel_shape
+        and st is strides
+        and pd is pads
+        and xs is x_scale
+        and xz is x_zero_point
+        and ys is y_scale
+        and yz is y_zero_point
+    ):
         # the same call twice in a row through the key, with the same objects
-        _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad, ceil_mode,
-                  count_include_pad, channels_last, prepared, kernel_args)
+        _remember(
+            x,
+            x_scale,
+            x_zero_point,
+            y_scale,
+            y_zero_point,
+            kernel_shape,
+            strides,
+            pads,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            channels_last,
+            prepared,
+            kernel_args,
+        )
     _REPEATED = (prepared, kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point)
     return _finish(prepared, x, kernel_args, out)
 
@@ -164,8 +262,16 @@ def qlinear_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, 
 GLOBAL_LABEL = "QLinearGlobalAveragePool"
 
 
-def qlinear_global_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any, *,
-                                channels_last: bool | int = False, out: np.ndarray | None = None) -> np.ndarray:
+def qlinear_global_average_pool(
+    x: Any,
+    x_scale: Any,
+    x_zero_point: Any,
+    y_scale: Any,
+    y_zero_point: Any,
+    *,
+    channels_last: bool | int = False,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """onnxruntime's com.microsoft QLinearGlobalAveragePool (what its quantizer makes of a
     GlobalAveragePool), bit for bit: the average of each image's channel over every spatial axis.
 
@@ -190,45 +296,106 @@ def qlinear_global_average_pool(x: Any, x_scale: Any, x_zero_point: Any, y_scale
             raise AvgPoolError(f"`X` has shape {array.shape}: it must have at least 3 axes (N, C and a spatial one)")
         spatial = array.shape[1:-1] if as_flag("channels_last", channels_last) else array.shape[2:]
         if 0 in spatial:
-            raise AvgPoolError(f"`X` has shape {array.shape}: a spatial axis is empty (an average of no values; "
-                               "onnxruntime refuses it as out of its computation range)")
-        return qlinear_average_pool(array, x_scale, x_zero_point, y_scale, y_zero_point, spatial,
-                                    channels_last=channels_last, out=out)
+            raise AvgPoolError(
+                f"`X` has shape {array.shape}: a spatial axis is empty (an average of no values; "
+                "onnxruntime refuses it as out of its computation range)"
+            )
+        return qlinear_average_pool(
+            array, x_scale, x_zero_point, y_scale, y_zero_point, spatial, channels_last=channels_last, out=out
+        )
     except AvgPoolError as err:
         raise AvgPoolError(f"{GLOBAL_LABEL}: {str(err).removeprefix(dialect.LABEL + ': ')}") from None
 
 
-def _validated_call(x: Any, out: Any, key: tuple | None, x_scale: Any, x_zero_point: Any, y_scale: Any,
-                    y_zero_point: Any, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any, ceil_mode: Any,
-                    count_include_pad: Any, channels_last: Any) -> np.ndarray:
+def _validated_call(
+    x: Any,
+    out: Any,
+    key: tuple | None,
+    x_scale: Any,
+    x_zero_point: Any,
+    y_scale: Any,
+    y_zero_point: Any,
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    channels_last: Any,
+) -> np.ndarray:
     """A call not remembered: validated, prepared (:func:`_prepared_call`) and remembered under
     ``key`` when it has one; every error names the operator."""
     with error_context(dialect.LABEL):
-        array, prepared, kernel_args = _prepared_call(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape,
-                                                      strides, pads, auto_pad, ceil_mode, count_include_pad,
-                                                      channels_last)
+        array, prepared, kernel_args = _prepared_call(
+            x,
+            x_scale,
+            x_zero_point,
+            y_scale,
+            y_zero_point,
+            kernel_shape,
+            strides,
+            pads,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            channels_last,
+        )
         scalars = (x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode, count_include_pad, channels_last)
         if key is not None and plain(scalars):
             _CALLS.put(key, (prepared, kernel_args))
-            _remember(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad,
-                      ceil_mode, count_include_pad, channels_last, prepared, kernel_args)
+            _remember(
+                x,
+                x_scale,
+                x_zero_point,
+                y_scale,
+                y_zero_point,
+                kernel_shape,
+                strides,
+                pads,
+                auto_pad,
+                ceil_mode,
+                count_include_pad,
+                channels_last,
+                prepared,
+                kernel_args,
+            )
         return _finish(prepared, array, kernel_args, out)
 
 
-def _prepared_call(x: Any, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any, kernel_shape: Any,
-                   strides: Any, pads: Any, auto_pad: Any, ceil_mode: Any, count_include_pad: Any,
-                   channels_last: Any) -> tuple[np.ndarray, PreparedPool, tuple]:
+def _prepared_call(
+    x: Any,
+    x_scale: Any,
+    x_zero_point: Any,
+    y_scale: Any,
+    y_zero_point: Any,
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    channels_last: Any,
+) -> tuple[np.ndarray, PreparedPool, tuple]:
     """``x`` as an array, and its validated pool and kernel arguments (:func:`prepare_cached`)."""
     array = x if type(x) is np.ndarray else _as_array(x)
     if array.dtype not in _DTYPES:
         dialect.check_dtype(array.dtype)
     try:
         prepared = prepare_cached(
-            array.shape, array.dtype, _freeze(kernel_shape), _freeze(strides), _freeze(pads), _freeze(auto_pad),
-            _freeze(ceil_mode), _freeze(count_include_pad), _freeze(channels_last))
+            array.shape,
+            array.dtype,
+            _freeze(kernel_shape),
+            _freeze(strides),
+            _freeze(pads),
+            _freeze(auto_pad),
+            _freeze(ceil_mode),
+            _freeze(count_include_pad),
+            _freeze(channels_last),
+        )
     except Unhashable:
-        prepared = prepare(array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode,
-                           count_include_pad, channels_last)
+        prepared = prepare(
+            array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last
+        )
     params = _params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
     return array, prepared, qlinear_engine.kernel_args(prepared, params)
 
@@ -243,13 +410,25 @@ def _finish(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any)
     if out is None:
         return _run(prepared, x, kernel_args)
     call, n_items, pieces, x_view, out_view, out_shape, x_how, out_how, _, dtype = prepared.plan
-    if (pieces == 1 and call is not None and type(out) is _ndarray and out.base is None
-            and x.base is None and out is not x and out.shape == out_shape and out.dtype is dtype):
+    if (
+        pieces == 1
+        and call is not None
+        and type(out) is _ndarray
+        and out.base is None
+        and x.base is None
+        and out is not x
+        and out.shape == out_shape
+        and out.dtype is dtype
+    ):
         flags = out.flags
         if flags.writeable and flags.c_contiguous:
-            call(x if x_how == 0 else x.ravel() if x_how == 1 else x.reshape(x_view),
-                 out if out_how == 0 else out.ravel() if out_how == 1 else out.reshape(out_view), 0, n_items,
-                 kernel_args[0])
+            call(
+                x if x_how == 0 else x.ravel() if x_how == 1 else x.reshape(x_view),
+                out if out_how == 0 else out.ravel() if out_how == 1 else out.reshape(out_view),
+                0,
+                n_items,
+                kernel_args[0],
+            )
             return out
     return _into(prepared, x, kernel_args, out)
 
@@ -271,13 +450,37 @@ class QLinearAveragePool:
     the first call with each input shape and dtype.
     """
 
-    def __init__(self, x_scale: Any, x_zero_point: Any, y_scale: Any, y_zero_point: Any,
-                 kernel_shape: Sequence[int], *, strides: Sequence[int] | None = None,
-                 pads: Sequence[int] | None = None, auto_pad: str = "NOTSET", ceil_mode: bool | int = False,
-                 count_include_pad: bool | int = False, channels_last: bool | int = False) -> None:
-        self._arguments = tuple(kept(value) for value in (
-            x_scale, x_zero_point, y_scale, y_zero_point, kernel_shape, strides, pads, auto_pad, ceil_mode,
-            count_include_pad, channels_last))
+    def __init__(
+        self,
+        x_scale: Any,
+        x_zero_point: Any,
+        y_scale: Any,
+        y_zero_point: Any,
+        kernel_shape: Sequence[int],
+        *,
+        strides: Sequence[int] | None = None,
+        pads: Sequence[int] | None = None,
+        auto_pad: str = "NOTSET",
+        ceil_mode: bool | int = False,
+        count_include_pad: bool | int = False,
+        channels_last: bool | int = False,
+    ) -> None:
+        self._arguments = tuple(
+            kept(value)
+            for value in (
+                x_scale,
+                x_zero_point,
+                y_scale,
+                y_zero_point,
+                kernel_shape,
+                strides,
+                pads,
+                auto_pad,
+                ceil_mode,
+                count_include_pad,
+                channels_last,
+            )
+        )
         # (shape, dtype) -> (prepared pool, kernel arguments), bounded as AveragePool's: the
         # latest is always kept, however large its tables
         self._prepared = Memo(512, caches.held_bytes, caches.CACHE_BYTES, entry_bytes=sys.maxsize)
@@ -295,8 +498,19 @@ class QLinearAveragePool:
             return _finish(prepared, array, kernel_args, out)
 
     def __repr__(self) -> str:
-        names = ("x_scale", "x_zero_point", "y_scale", "y_zero_point", "kernel_shape", "strides", "pads", "auto_pad",
-                 "ceil_mode", "count_include_pad", "channels_last")
+        names = (
+            "x_scale",
+            "x_zero_point",
+            "y_scale",
+            "y_zero_point",
+            "kernel_shape",
+            "strides",
+            "pads",
+            "auto_pad",
+            "ceil_mode",
+            "count_include_pad",
+            "channels_last",
+        )
         return f"QLinearAveragePool({', '.join(f'{n}={v!r}' for n, v in zip(names, self._arguments))})"
 
 
@@ -313,17 +527,39 @@ def _remember(x: np.ndarray, *args: Any) -> None:
     """Keep a call remembered in _CALLS in _KNOWN too (see there): its key shows its scalars are
     immutable (:func:`.memo.plain`) and its sequences lists or tuples of ints, or None."""
     kernel_shape, strides, pads = args[4:7]
-    _KNOWN.put(id(kernel_shape), (kernel_shape, strides, pads, *args[:4], *args[7:11], x.shape, x.dtype,
-                                  same_items((kernel_shape, strides, pads)), *args[11:]))
+    _KNOWN.put(
+        id(kernel_shape),
+        (
+            kernel_shape,
+            strides,
+            pads,
+            *args[:4],
+            *args[7:11],
+            x.shape,
+            x.dtype,
+            same_items((kernel_shape, strides, pads)),
+            *args[11:],
+        ),
+    )
 
 
-def prepare(shape: tuple[int, ...], dtype: np.dtype, kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
-            ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> PreparedPool:
+def prepare(
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    channels_last: Any,
+) -> PreparedPool:
     """Validate the dtype and the attributes for an input shape (the dialect's geometry) and
     build the kernel's tables (:func:`avgpool.qlinear_engine.prepare`)."""
     dialect.check_dtype(dtype)
-    geometry = dialect.make_geometry(shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad,
-                                     channels_last)
+    geometry = dialect.make_geometry(
+        shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last
+    )
     return qlinear_engine.prepare(shape, dtype, geometry)
 
 

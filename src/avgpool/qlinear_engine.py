@@ -29,8 +29,13 @@ from .spec import Layout
 _ARGS_CACHE = 64
 
 _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC, _NCX_THROUGH_NXC = range(6)
-_KERNEL_NAMES = {_GENERAL_NCX: "pool_ncx", _GENERAL_NXC: "pool_nxc", _GLOBAL_NCX: "global_ncx",
-                 _GLOBAL_NXC: "global_nxc", _NCX_THROUGH_NXC: "pool_ncx_through_nxc"}
+_KERNEL_NAMES = {
+    _GENERAL_NCX: "pool_ncx",
+    _GENERAL_NXC: "pool_nxc",
+    _GLOBAL_NCX: "global_ncx",
+    _GLOBAL_NXC: "global_nxc",
+    _NCX_THROUGH_NXC: "pool_ncx_through_nxc",
+}
 
 
 def _kernel(kind: int) -> Any:
@@ -59,14 +64,33 @@ class QuantizedTables:
     args: dict = field(default_factory=dict)  # quantisation values -> kernel arguments
 
 
-def _prepared(geometry: Geometry, out_shape: tuple[int, ...], kind: int, x_view: tuple[int, ...],
-              out_view: tuple[int, ...], items: int, pieces: int, tables: tuple, *, in_shape: tuple[int, ...],
-              dtype: np.dtype) -> PreparedPool:
+def _prepared(
+    geometry: Geometry,
+    out_shape: tuple[int, ...],
+    kind: int,
+    x_view: tuple[int, ...],
+    out_view: tuple[int, ...],
+    items: int,
+    pieces: int,
+    tables: tuple,
+    *,
+    in_shape: tuple[int, ...],
+    dtype: np.dtype,
+) -> PreparedPool:
     """The prepared pool of one (attributes, input shape, dtype): the kernel of ``kind`` over
     ``items`` (output rows, positions or planes) in ``pieces``, the input reshaped to ``x_view``
     and the output allocated as ``out_view`` for it."""
-    return PreparedPool(out_shape, dtype, items, _kernel(kind), (), pieces, False, (in_shape, x_view, out_view),
-                        QuantizedTables(geometry, kind, tables))
+    return PreparedPool(
+        out_shape,
+        dtype,
+        items,
+        _kernel(kind),
+        (),
+        pieces,
+        False,
+        (in_shape, x_view, out_view),
+        QuantizedTables(geometry, kind, tables),
+    )
 
 
 def kernel_args(prepared: PreparedPool, params: QuantParams) -> tuple[np.ndarray, ...]:
@@ -102,19 +126,25 @@ def _make_scalars(prepared: PreparedPool, params: QuantParams) -> tuple[np.ndarr
     header, div = q.tables
     words = len(header) + (2 + len(div) + 1) // 2
     tab = np.zeros(words, np.int64)
-    tab[:len(header)] = header
-    tab[[k.X_ZP, k.Y_ZP, k.QMIN, k.QMAX, k.FLOATS]] = [params.x_zero_point, params.y_zero_point, params.qmin,
-                                                       params.qmax, len(header)]
-    floats = tab.view(np.float32)[2 * len(header):]
+    tab[: len(header)] = header
+    tab[[k.X_ZP, k.Y_ZP, k.QMIN, k.QMAX, k.FLOATS]] = [
+        params.x_zero_point,
+        params.y_zero_point,
+        params.qmin,
+        params.qmax,
+        len(header),
+    ]
+    floats = tab.view(np.float32)[2 * len(header) :]
     floats[[k.X_SCALE, k.Y_SCALE]] = [params.x_scale, params.y_scale]
-    floats[k.DIV:k.DIV + len(div)] = div
+    floats[k.DIV : k.DIV + len(div)] = div
     return (tab,)
 
 
 def _pieces(work: int, items: int, parallel_from: int | None = None) -> int:
     t = tuning.current()
-    return threads.pieces_for(items, work, t.qlinear_parallel_work if parallel_from is None else parallel_from,
-                              t.qlinear_many_pieces_work)
+    return threads.pieces_for(
+        items, work, t.qlinear_parallel_work if parallel_from is None else parallel_from, t.qlinear_many_pieces_work
+    )
 
 
 def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -137,8 +167,9 @@ def _row_tables(plans: tuple, spatial: tuple[int, ...]) -> tuple[np.ndarray, np.
     return row_ptr, idx[valid], factor
 
 
-def _general_tables(plans: tuple, spatial: tuple[int, ...], out_spatial: tuple[int, ...],
-                    channels: int, nxc: bool) -> tuple[np.ndarray, np.ndarray]:
+def _general_tables(
+    plans: tuple, spatial: tuple[int, ...], out_spatial: tuple[int, ...], channels: int, nxc: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """The start of the general kernels' ``tab`` (header and window tables; the quantisation
     values are filled in per call by :func:`_make_scalars`) and the divisors, for the window
     plans of an input (or of a tile, :mod:`avgpool.tiles`)."""
@@ -173,10 +204,39 @@ def _general_tables(plans: tuple, spatial: tuple[int, ...], out_spatial: tuple[i
     t = tuning.current()
     dequant = nxc and taps >= t.dequant_reuse * int(np.prod(spatial)) and spatial[-1] * channels >= t.dequant_row
     header = np.zeros(k.HEADER, np.int64)
-    header[[k.OW, k.FULL_LO, k.FULL_HI, k.KERNEL, k.STRIDE, k.PAD, k.POW2, k.DEQUANT, k.MOST_ROWS, k.MOST_TAPS,
-            k.CHUNK, k.ROWS_IN, k.WIDTH, k.ROWS_OUT]] = [
-        ow, full_lo, full_hi, kernel, stride, last.geometry.pad_begin, pow2, dequant, most_rows, most_taps, chunk,
-        int(np.prod(spatial[:-1])), spatial[-1], int(np.prod(out_spatial[:-1]))]
+    header[
+        [
+            k.OW,
+            k.FULL_LO,
+            k.FULL_HI,
+            k.KERNEL,
+            k.STRIDE,
+            k.PAD,
+            k.POW2,
+            k.DEQUANT,
+            k.MOST_ROWS,
+            k.MOST_TAPS,
+            k.CHUNK,
+            k.ROWS_IN,
+            k.WIDTH,
+            k.ROWS_OUT,
+        ]
+    ] = [
+        ow,
+        full_lo,
+        full_hi,
+        kernel,
+        stride,
+        last.geometry.pad_begin,
+        pow2,
+        dequant,
+        most_rows,
+        most_taps,
+        chunk,
+        int(np.prod(spatial[:-1])),
+        spatial[-1],
+        int(np.prod(out_spatial[:-1])),
+    ]
     tables = (row_ptr, row_idx, last.first.astype(np.int64), count)
     starts = np.cumsum([k.HEADER] + [len(t) for t in tables[:-1]])
     header[[k.ROW_PTR, k.ROW_IDX, k.FIRST, k.COUNT]] = starts
@@ -188,7 +248,7 @@ def _taps(table: np.ndarray) -> int:
     from .kernels import qlinear_kernels as k
 
     row_taps = int(table[table[k.ROW_PTR] + table[k.ROWS_OUT]])
-    return row_taps * int(table[table[k.COUNT]:table[k.COUNT] + table[k.OW]].sum())
+    return row_taps * int(table[table[k.COUNT] : table[k.COUNT] + table[k.OW]].sum())
 
 
 def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> PreparedPool:
@@ -207,11 +267,30 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
         n = geometry.image_size
         t = tuning.current()
         if nxc:
-            return _prepared(geometry, out_shape, _GLOBAL_NXC, (batch, n, channels), (batch * channels,), batch,
-                             _pieces(size, batch, t.qlinear_global_parallel_work), (), in_shape=shape, dtype=dtype)
-        return _prepared(geometry, out_shape, _GLOBAL_NCX, (batch * channels * n,), (batch * channels,),
-                         batch * channels, _pieces(size, batch * channels, t.qlinear_global_ncx_parallel_work), (),
-                         in_shape=shape, dtype=dtype)
+            return _prepared(
+                geometry,
+                out_shape,
+                _GLOBAL_NXC,
+                (batch, n, channels),
+                (batch * channels,),
+                batch,
+                _pieces(size, batch, t.qlinear_global_parallel_work),
+                (),
+                in_shape=shape,
+                dtype=dtype,
+            )
+        return _prepared(
+            geometry,
+            out_shape,
+            _GLOBAL_NCX,
+            (batch * channels * n,),
+            (batch * channels,),
+            batch * channels,
+            _pieces(size, batch * channels, t.qlinear_global_ncx_parallel_work),
+            (),
+            in_shape=shape,
+            dtype=dtype,
+        )
     return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
 
 
@@ -228,8 +307,9 @@ def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, p
     return _general(shape, dtype, out_shape, geometry, plans)
 
 
-def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry,
-             plans: tuple) -> PreparedPool:
+def _general(
+    shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry, plans: tuple
+) -> PreparedPool:
     nxc = geometry.layout is Layout.NXC
     spatial = shape[1:-1] if nxc else shape[2:]
     batch, channels = shape[0], (shape[-1] if nxc else shape[1])
@@ -244,16 +324,33 @@ def _general(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...]
     work = size + batch * channels * _taps(tables[0])  # reads + tap additions
     if nxc:
         items = batch * rows_out * ow
-        return _prepared(geometry, out_shape, _GENERAL_NXC, (batch, rows_in, width, channels),
-                         (batch, rows_out, ow, channels), items, _pieces(work, items), tables, in_shape=shape,
-                         dtype=dtype)
+        return _prepared(
+            geometry,
+            out_shape,
+            _GENERAL_NXC,
+            (batch, rows_in, width, channels),
+            (batch, rows_out, ow, channels),
+            items,
+            _pieces(work, items),
+            tables,
+            in_shape=shape,
+            dtype=dtype,
+        )
     if through:
         return _ncx_through_nxc(shape, dtype, out_shape, geometry, tables, block, work)
     items = batch * channels * rows_out
-    return _prepared(geometry, out_shape, _GENERAL_NCX, (batch * channels, rows_in, width),
-                     (batch * channels * rows_out * ow,), items,
-                     _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), tables, in_shape=shape,
-                     dtype=dtype)
+    return _prepared(
+        geometry,
+        out_shape,
+        _GENERAL_NCX,
+        (batch * channels, rows_in, width),
+        (batch * channels * rows_out * ow,),
+        items,
+        _pieces(work, items, tuning.current().qlinear_ncx_parallel_work),
+        tables,
+        in_shape=shape,
+        dtype=dtype,
+    )
 
 
 def _through_channels_last(channels: int, width: int, rows_out: int, ow: int) -> bool:
@@ -265,12 +362,22 @@ def _through_channels_last(channels: int, width: int, rows_out: int, ow: int) ->
     from .kernels import qlinear_kernels as k
 
     t = tuning.current()
-    return (width <= t.qlinear_ncx_through_nxc_max_width and channels >= t.qlinear_ncx_through_nxc_min_channels
-            and not (rows_out == 1 and ow <= k.PLANES_MAX_OW))
+    return (
+        width <= t.qlinear_ncx_through_nxc_max_width
+        and channels >= t.qlinear_ncx_through_nxc_min_channels
+        and not (rows_out == 1 and ow <= k.PLANES_MAX_OW)
+    )
 
 
-def _ncx_through_nxc(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry,
-                     tables: tuple[np.ndarray, np.ndarray], block: int, work: int) -> PreparedPool:
+def _ncx_through_nxc(
+    shape: tuple[int, ...],
+    dtype: np.dtype,
+    out_shape: tuple[int, ...],
+    geometry: Geometry,
+    tables: tuple[np.ndarray, np.ndarray],
+    block: int,
+    work: int,
+) -> PreparedPool:
     """Channels first by the channels-last kernel (kernels.qlinear_kernels.pool_ncx_through_nxc),
     with channels-last ``tables`` made for ``block`` channels: items are (image, block of
     channels), one block an image when there are several images, two halves of the channels
@@ -283,9 +390,18 @@ def _ncx_through_nxc(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[i
     header[k.BLOCK] = block
     items = batch * -(-channels // block)
     size, out_size = math.prod(shape[2:]), math.prod(out_shape[2:])
-    return _prepared(geometry, out_shape, _NCX_THROUGH_NXC, (batch, channels, size), (batch, channels, out_size),
-                     items, _pieces(work, items, tuning.current().qlinear_ncx_parallel_work), (_frozen(header), div),
-                     in_shape=shape, dtype=dtype)
+    return _prepared(
+        geometry,
+        out_shape,
+        _NCX_THROUGH_NXC,
+        (batch, channels, size),
+        (batch, channels, out_size),
+        items,
+        _pieces(work, items, tuning.current().qlinear_ncx_parallel_work),
+        (_frozen(header), div),
+        in_shape=shape,
+        dtype=dtype,
+    )
 
 
 def run(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -325,9 +441,14 @@ def run_into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarra
     """
     call, items, pieces, x_view, out_view, out_shape, x_how, out_how, kernel, dtype = prepared.plan
     flags = out.flags if type(out) is np.ndarray else None
-    if (flags is not None and out.shape == out_shape and out.dtype is dtype and flags.writeable
-            and flags.c_contiguous and ((out.base is None and x.base is None and out is not x)
-                                        or not np.may_share_memory(out, x))):
+    if (
+        flags is not None
+        and out.shape == out_shape
+        and out.dtype is dtype
+        and flags.writeable
+        and flags.c_contiguous
+        and ((out.base is None and x.base is None and out is not x) or not np.may_share_memory(out, x))
+    ):
         # two arrays that each own their memory cannot overlap: the common case skips the bounds test
         target, copy = out, False
     else:

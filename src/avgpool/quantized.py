@@ -55,5 +55,6 @@ def global_scale(params: QuantParams, image_size: int) -> np.float32:
         raise AvgPoolError(
             f"`kernel_shape` covers the whole input, so onnxruntime takes its integer global-average path, which "
             f"needs 2**-32 <= x_scale / (y_scale * {image_size}) < 256; with `x_scale` {float(params.x_scale)!r} "
-            f"and `y_scale` {float(params.y_scale)!r} it is {float(scale)!r}")
+            f"and `y_scale` {float(params.y_scale)!r} it is {float(scale)!r}"
+        )
     return scale

@@ -40,9 +40,17 @@ def _axis_windows(length: int, k: int, s: int, d: int, pb: int, pe: int, auto_pa
     return pb, pe, n_out
 
 
-def reference_pool(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
-                   pads: Sequence[tuple[int, int]], auto_pad: str = "explicit", rounding: str = "floor",
-                   divisor: str = "valid", layout: str = "NCX") -> np.ndarray:
+def reference_pool(
+    x: np.ndarray,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    pads: Sequence[tuple[int, int]],
+    auto_pad: str = "explicit",
+    rounding: str = "floor",
+    divisor: str = "valid",
+    layout: str = "NCX",
+) -> np.ndarray:
     """Average-pool in float64. ``divisor``: "valid" (taps in the input), "padded" (taps in the
     padded input), "full" (the kernel size), "full_if_padded" (full when any pad is non-zero,
     else valid). ``rounding``: "floor", "ceil" or "ceil_drop". Returns float64."""
@@ -50,16 +58,22 @@ def reference_pool(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
     if layout == "NXC":
         data = np.moveaxis(data, -1, 1)
     batch, channels, *spatial = data.shape
-    axes = [_axis_windows(spatial[i], kernel[i], strides[i], dilations[i], pads[i][0], pads[i][1], auto_pad, rounding)
-            for i in range(len(spatial))]
+    axes = [
+        _axis_windows(spatial[i], kernel[i], strides[i], dilations[i], pads[i][0], pads[i][1], auto_pad, rounding)
+        for i in range(len(spatial))
+    ]
     any_pad = any(pb or pe for pb, pe, _ in axes)
     # A tap is inside the input (or the padded input) when it is on every axis: per axis, each
     # output's taps inside the input and its number of taps inside the padded input.
     windows = []
     for i, (pb, pe, n_out) in enumerate(axes):
         positions = [[j * strides[i] - pb + t * dilations[i] for t in range(kernel[i])] for j in range(n_out)]
-        windows.append([([p for p in taps if 0 <= p < spatial[i]], sum(-pb <= p < spatial[i] + pe for p in taps))
-                        for taps in positions])
+        windows.append(
+            [
+                ([p for p in taps if 0 <= p < spatial[i]], sum(-pb <= p < spatial[i] + pe for p in taps))
+                for taps in positions
+            ]
+        )
     rows = data.reshape(batch * channels, *spatial)
     result = np.empty((batch * channels,) + tuple(n for _, _, n in axes))
     for out_index in itertools.product(*(range(n) for _, _, n in axes)):
@@ -80,17 +94,35 @@ def reference_pool(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int],
     return np.moveaxis(result, 1, -1) if layout == "NXC" else result
 
 
-def reference_average_pool(x: np.ndarray, kernel_shape: Sequence[int], *, strides=None, pads=None, auto_pad="NOTSET",
-                           ceil_mode=False, count_include_pad=False, dilations=None, opset=22,
-                           layout="NCX") -> np.ndarray:
+def reference_average_pool(
+    x: np.ndarray,
+    kernel_shape: Sequence[int],
+    *,
+    strides=None,
+    pads=None,
+    auto_pad="NOTSET",
+    ceil_mode=False,
+    count_include_pad=False,
+    dilations=None,
+    opset=22,
+    layout="NCX",
+) -> np.ndarray:
     """ONNX AveragePool by :func:`reference_pool`, rounded once to the input's dtype."""
     n = len(kernel_shape)
     flat = list(pads) if pads is not None else [0] * (2 * n)
     same = auto_pad in ("SAME_UPPER", "SAME_LOWER")
     rounding = "ceil_drop" if ceil_mode and opset >= 10 and not same else "floor"
     divisor = "padded" if count_include_pad and opset >= 7 else "valid"
-    result = reference_pool(np.asarray(x), kernel_shape, strides or [1] * n, dilations or [1] * n,
-                            list(zip(flat[:n], flat[n:])), auto_pad.lower().replace("notset", "explicit"),
-                            rounding, divisor, layout)
+    result = reference_pool(
+        np.asarray(x),
+        kernel_shape,
+        strides or [1] * n,
+        dilations or [1] * n,
+        list(zip(flat[:n], flat[n:])),
+        auto_pad.lower().replace("notset", "explicit"),
+        rounding,
+        divisor,
+        layout,
+    )
     with np.errstate(over="ignore", invalid="ignore"):
         return result.astype(np.asarray(x).dtype.newbyteorder("="))

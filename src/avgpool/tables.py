@@ -99,15 +99,18 @@ def block_sizes(geometry: tuple[AxisGeometry, ...], channels: int) -> tuple[int,
     """:func:`block_size` of every axis of a slab with ``channels`` values per position: the one
     rule for a whole input and its tiles (avgpool.tiles), whose sums must be the same."""
     lengths = [g.length for g in geometry]
-    return tuple(block_size(g, total_taps(g), channels * math.prod(lengths[axis + 1:]))
-                 for axis, g in enumerate(geometry))
+    return tuple(
+        block_size(g, total_taps(g), channels * math.prod(lengths[axis + 1 :])) for axis, g in enumerate(geometry)
+    )
 
 
 def is_global(plans: tuple[AxisPlan, ...]) -> bool:
     """One window per axis covering the whole input: pooled as one plain sum per slab. (The
     plans of the first output of each axis are enough.)"""
-    return all(p.geometry.out == 1 and p.geometry.length > 0 and p.count[0] == p.geometry.length and p.first[0] == 0
-               for p in plans)
+    return all(
+        p.geometry.out == 1 and p.geometry.length > 0 and p.count[0] == p.geometry.length and p.first[0] == 0
+        for p in plans
+    )
 
 
 @BoundedCache
@@ -137,8 +140,9 @@ def _windows_overlap(g: AxisGeometry) -> bool:
     return g.stride < g.extent
 
 
-def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...],
-                      global_window: bool) -> KernelTables:
+def tables_from_plans(
+    plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool
+) -> KernelTables:
     """The kernel's tables for window plans whose summation choices (block sizes, global sum)
     are given: by the plans themselves, or for a tile (:mod:`avgpool.tiles`) by the whole
     operator's plans, so that each window is summed as the whole array would sum it."""
@@ -150,10 +154,10 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
     splits = []
     for axis, (p, block) in enumerate(zip(plans, blocks)):
         g = p.geometry
-        inner = channels * math.prod(lengths[axis + 1:])
+        inner = channels * math.prod(lengths[axis + 1 :])
         outer = math.prod(outs[:axis])
         scratch = max(scratch, outer * g.out * inner, g.length * inner)
-        band_row = max(band_row, math.prod(outs[1:axis + 1]) * inner)
+        band_row = max(band_row, math.prod(outs[1 : axis + 1]) * inner)
         if axis > 0:
             band_extra = max(band_extra, g.length * inner)
         row = axes[axis]
@@ -190,8 +194,9 @@ def tables_from_plans(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[
 MASKS, FLAT, STRIDE_TWO = "masks", "flat", "stride two"
 
 
-def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...],
-                     global_window: bool) -> str | None:
+def small_plane_kind(
+    plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool
+) -> str | None:
     """How the slabs are pooled by :mod:`.kernels.small_planes`, or None (the separable passes):
     2-D NCX planes without dilation, and either every axis at stride 1 with as many outputs as
     inputs and windows of 3 taps centred on their output (pad_begin 1) or of 1 (so that only a
@@ -208,8 +213,10 @@ def small_plane_kind(plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[i
         tune = tuning.current()
         fits = 0 < values <= tune.stride_two_max_values and plans[1].geometry.out >= tune.stride_two_min_columns
         return STRIDE_TWO if fits and _stride_two(plans) else None
-    if not all(g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3)
-               and g.pad_begin == g.kernel // 2 for g in (p.geometry for p in plans)):
+    if not all(
+        g.stride == 1 and g.dilation == 1 and g.out == g.length and g.kernel in (1, 3) and g.pad_begin == g.kernel // 2
+        for g in (p.geometry for p in plans)
+    ):
         return None
     return FLAT if _flat(plans) else MASKS if 0 < values <= tuning.current().small_plane_values else None
 
@@ -222,8 +229,11 @@ def _flat(plans: tuple[AxisPlan, ...]) -> bool:
     first and the last (which is how their scales are given)."""
     tune = tuning.current()
     height, width = (p.geometry.length for p in plans)
-    return (width >= max(2, tune.flat_plane_min_width) and 0 < height * width <= tune.flat_plane_values
-            and all((p.divisor[1:-1] == p.divisor[1]).all() for p in plans if p.divisor.size > 2))
+    return (
+        width >= max(2, tune.flat_plane_min_width)
+        and 0 < height * width <= tune.flat_plane_values
+        and all((p.divisor[1:-1] == p.divisor[1]).all() for p in plans if p.divisor.size > 2)
+    )
 
 
 def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
@@ -245,14 +255,15 @@ def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
     return True
 
 
-def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray,
-                       kind: str) -> tuple[np.ndarray, np.ndarray, int]:
+def small_plane_tables(
+    plans: tuple[AxisPlan, ...], scales: np.ndarray, kind: str
+) -> tuple[np.ndarray, np.ndarray, int]:
     """The masks, factors and sums size (float64 values) of :mod:`.kernels.small_planes` for
     planes of ``kind`` (:func:`small_plane_kind`), pooled a block of planes at a time (as many
     whole planes as Tuning.small_plane_block_values holds, at least one). ``scales``: the tables'
     scales, every axis's outputs in turn."""
     height, width = (p.geometry.length for p in plans)
-    scales0, scales1 = scales[:plans[0].geometry.out], scales[plans[0].geometry.out:]
+    scales0, scales1 = scales[: plans[0].geometry.out], scales[plans[0].geometry.out :]
     if kind == STRIDE_TWO:  # one plane's rows and columns (the kernel's _pool_stride_two)
         from .kernels.small_planes import LANES
 
@@ -260,8 +271,11 @@ def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray,
         (up, down), (left, right) = (_valid_edges(p) for p in plans)
         columns = [np.pad(m, (0, lanes - m.size)) for m in (left, right)]
         kernels = np.array([p.geometry.kernel for p in plans])
-        return (np.concatenate([kernels, up, down, *columns]).astype(np.uint8),
-                np.concatenate([scales0, np.pad(scales1, (0, lanes - scales1.size), constant_values=1.0)]), 0)
+        return (
+            np.concatenate([kernels, up, down, *columns]).astype(np.uint8),
+            np.concatenate([scales0, np.pad(scales1, (0, lanes - scales1.size), constant_values=1.0)]),
+            0,
+        )
     plane = height * width
     planes = max(1, tuning.current().small_plane_block_values // plane)
     sums = planes * plane + 2  # a block of planes and a value of margin at each end
@@ -273,8 +287,11 @@ def small_plane_tables(plans: tuple[AxisPlan, ...], scales: np.ndarray,
     row, column = np.arange(plane) // width, np.arange(plane) % width
     masks = [m[row] for m in _valid_edges(plans[0])] + [m[column] for m in _valid_edges(plans[1])]
     factors = [scales0[row], scales1[column]]
-    return (np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
-            np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()), sums)
+    return (
+        np.ascontiguousarray(np.tile(np.stack(masks).astype(np.uint8), (1, planes)).ravel()),
+        np.ascontiguousarray(np.tile(np.stack(factors), (1, planes)).ravel()),
+        sums,
+    )
 
 
 def _valid_edges(plan: AxisPlan) -> tuple[np.ndarray, np.ndarray]:
@@ -305,7 +322,7 @@ def _cache_aligned(values: np.ndarray) -> np.ndarray:
     1x16x256x256 k31 planes' scaling took 0.085 ms instead of 0.100."""
     spare = np.empty(values.size + 64 // values.itemsize, values.dtype)
     skip = (-spare.ctypes.data % 64) // values.itemsize
-    aligned = spare[skip:skip + values.size]
+    aligned = spare[skip : skip + values.size]
     aligned[...] = values.ravel()
     return aligned
 
@@ -338,8 +355,9 @@ def _reciprocal(divisors: np.ndarray) -> np.ndarray:
 RunningPlan = RunningTables
 
 
-def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout,
-                 tables: KernelTables) -> RunningPlan | None:
+def running_plan(
+    spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, layout: Layout, tables: KernelTables
+) -> RunningPlan | None:
     """The exact running-sum plan, or None where it does not pay or does not apply: kernels
     under Tuning.exact_running_min_kernel, dilations, global pooling, and NCX strides along the
     contiguous axis. The divisor scales are those of ``tables`` (the same spec and shape)."""
@@ -350,9 +368,12 @@ def running_plan(spec: PoolSpec, spatial_shape: tuple[int, ...], channels: int, 
 def uses_running(geometry: tuple[AxisGeometry, ...], layout: Layout) -> bool:
     """Whether float32 windows of this geometry go by the exact running sums (where a slab's
     values allow): see :func:`running_plan`."""
-    return not (max(g.kernel for g in geometry) < tuning.current().exact_running_min_kernel
-                or any(g.dilation != 1 for g in geometry) or all(g.out == 1 for g in geometry)
-                or (layout is Layout.NCX and geometry[-1].stride != 1))
+    return not (
+        max(g.kernel for g in geometry) < tuning.current().exact_running_min_kernel
+        or any(g.dilation != 1 for g in geometry)
+        or all(g.out == 1 for g in geometry)
+        or (layout is Layout.NCX and geometry[-1].stride != 1)
+    )
 
 
 #: The most bits a value may take as an integer of the exact running sums: the kernels convert
@@ -366,8 +387,9 @@ def headroom(geometry: tuple[AxisGeometry, ...]) -> int:
     return min(VALUE_BITS_MAX, 62 - math.ceil(math.log2(math.prod(g.kernel for g in geometry))))
 
 
-def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: Layout,
-                     tables: KernelTables) -> RunningPlan:
+def running_plan_for(
+    geometry: tuple[AxisGeometry, ...], channels: int, layout: Layout, tables: KernelTables
+) -> RunningPlan:
     """The running-sum plan of windows with this geometry (a whole input's, or a tile's)."""
     ndim = len(geometry)
     ncx = layout is Layout.NCX
@@ -377,7 +399,7 @@ def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: 
     for axis in order:
         g = geometry[axis]
         runs = math.prod(current[:axis])
-        inner = math.prod(current[axis + 1:]) * channels
+        inner = math.prod(current[axis + 1 :]) * channels
         contiguous = ncx and axis == ndim - 1
         line = max(g.pad_begin + g.length, g.out - 1 + g.kernel) if contiguous else 0  # pad_begin zeros on
         # windows clipped to the input hold at most ``length`` <= ``kernel`` values: within headroom
@@ -385,32 +407,39 @@ def running_plan_for(geometry: tuple[AxisGeometry, ...], channels: int, layout: 
         clipped = contiguous and (g.pad_begin < 0 or (g.kernel >= g.length and line > 2 * (g.length + g.out) + 64))
         if clipped:
             line = 2 * g.length + 1
-        rows.append((axis, runs, inner, g.pad_begin if contiguous else 0, g.kernel if contiguous else 0, line,
-                     int(clipped)))
+        rows.append(
+            (axis, runs, inner, g.pad_begin if contiguous else 0, g.kernel if contiguous else 0, line, int(clipped))
+        )
         current[axis] = geometry[axis].out
     boxes = running_boxes(geometry, channels, ncx)
     final = order[-1]
-    scales = [tables.scales[row[columns.OFFSET]:row[columns.OFFSET] + row[columns.OUTPUTS]] for row in tables.axes]
+    scales = [tables.scales[row[columns.OFFSET] : row[columns.OFFSET] + row[columns.OUTPUTS]] for row in tables.axes]
     group_bytes = tuning.current().exact_group_bytes
     row_factors = functools.reduce(np.multiply.outer, scales[:final], np.ones(1)).ravel()
     passes = np.asarray(rows, dtype=np.int64).reshape(-1, columns.PASS_COLUMNS)
-    return RunningPlan(passes=passes, headroom=headroom(geometry), row_factors=np.ascontiguousarray(row_factors),
-                       int_size=_box_held(geometry, channels, ncx, boxes),
-                       box_outputs=np.asarray(boxes, dtype=np.int64),
-                       group=max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)))
+    return RunningPlan(
+        passes=passes,
+        headroom=headroom(geometry),
+        row_factors=np.ascontiguousarray(row_factors),
+        int_size=_box_held(geometry, channels, ncx, boxes),
+        box_outputs=np.asarray(boxes, dtype=np.int64),
+        group=max(1, group_bytes // (math.prod(g.length for g in geometry) * channels * 4)),
+    )
 
 
 def _box_held(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool, boxes: tuple[int, ...]) -> int:
     """The int64s that the running sums of a box of ``boxes`` outputs (then channels) hold:
     one row per level (NCX: but the last two), each the product of the box's later lengths and
     channels. Along an axis it cuts, a box reads at most its windows' extent."""
-    lengths = [g.length if per_box >= g.out else min(g.length, (per_box - 1) * g.stride + g.kernel)
-               for g, per_box in zip(geometry, boxes)]
+    lengths = [
+        g.length if per_box >= g.out else min(g.length, (per_box - 1) * g.stride + g.kernel)
+        for g, per_box in zip(geometry, boxes)
+    ]
     ndim = len(geometry)
-    rows = [math.prod(lengths[axis + 1:]) * boxes[-1] for axis in range(ndim)]
+    rows = [math.prod(lengths[axis + 1 :]) * boxes[-1] for axis in range(ndim)]
     if ndim == 2 and lengths[0] == 1:
         rows[0] = 0  # one row: the kernel reads it from the input
-    return sum(rows[:max(0, ndim - 2)] if ncx else rows)
+    return sum(rows[: max(0, ndim - 2)] if ncx else rows)
 
 
 def running_boxes(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool) -> tuple[int, ...]:
@@ -433,8 +462,10 @@ def running_boxes(geometry: tuple[AxisGeometry, ...], channels: int, ncx: bool) 
 
     def boxes(cut: int, per_box: int, per_channels: int) -> tuple[int, ...]:
         """Axes ``1..cut`` of the cuttable ones in boxes of ``per_box`` outputs."""
-        return (*(min(g.out, per_box) if axis in cuttable[:cut] else g.out for axis, g in enumerate(geometry)),
-                per_channels)
+        return (
+            *(min(g.out, per_box) if axis in cuttable[:cut] else g.out for axis, g in enumerate(geometry)),
+            per_channels,
+        )
 
     def most_outputs(cut: int, per_channels: int) -> int:
         """The most outputs per box that fit the budget, cutting ``cut`` axes; at least 1."""

@@ -193,8 +193,15 @@ class _Crew:
             return False
         try:
             recent = self.recent
-            if (recent is not None and recent[0] is kernel and recent[1] is args and recent[2] is x.dtype
-                    and recent[3] is out.dtype and recent[4] == x.shape and recent[5] == out.shape):
+            if (
+                recent is not None
+                and recent[0] is kernel
+                and recent[1] is args
+                and recent[2] is x.dtype
+                and recent[3] is out.dtype
+                and recent[4] == x.shape
+                and recent[5] == out.shape
+            ):
                 pool, address, lead = recent[6], recent[7], recent[8]  # the job before's pool: no key to hash
             else:
                 pool, address = self.pool(kernel, x, out, args)
@@ -224,8 +231,9 @@ class _Crew:
                 self.forget()
             self.lock.release()
 
-    def _remember_lead(self, pool: int, address: int, x: np.ndarray, out: np.ndarray, items: int, pieces: int,
-                       args: tuple) -> None:
+    def _remember_lead(
+        self, pool: int, address: int, x: np.ndarray, out: np.ndarray, items: int, pieces: int, args: tuple
+    ) -> None:
         """Keep the entry point of the overload of lead that the dispatcher has just used for
         ``pool`` (its key: the types of the arguments, the star arguments as one tuple)."""
         from numba import typeof
@@ -269,10 +277,12 @@ def _fork_locks() -> list[Any]:
     compiler = sys.modules.get("numba.core.compiler_lock")
     parallel = sys.modules.get("numba.np.ufunc.parallel")
     ffi = sys.modules.get("llvmlite.binding.ffi")
-    locks = [_CREW_LOCK,
-             getattr(compiler, "global_compiler_lock", None),
-             getattr(parallel, "_backend_init_thread_lock", None),
-             getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None)]
+    locks = [
+        _CREW_LOCK,
+        getattr(compiler, "global_compiler_lock", None),
+        getattr(parallel, "_backend_init_thread_lock", None),
+        getattr(getattr(getattr(ffi, "lib", None), "_lock", None), "_lock", None),
+    ]
     return [lock for lock in locks if hasattr(lock, "acquire") and hasattr(lock, "release")]
 
 
@@ -297,8 +307,7 @@ def _after_fork_in_child() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 def _crew() -> _Crew | None:
@@ -310,8 +319,11 @@ def _crew() -> _Crew | None:
                     crew = _Crew()
                     crew.ensure_helpers(thread_count() - 1)  # as many as numba's setting at first use
                 except Exception as err:  # noqa: BLE001 - a numba without the internals crew.py uses
-                    warnings.warn(f"avgpool runs on one thread: its helper threads could not start ({err!r})",
-                                  RuntimeWarning, stacklevel=3)
+                    warnings.warn(
+                        f"avgpool runs on one thread: its helper threads could not start ({err!r})",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
                     crew = None
                 _CREW.append(crew)
     return _CREW[0]

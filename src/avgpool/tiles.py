@@ -44,8 +44,9 @@ _SHARED_ENTRIES = 256
 _KEYED_CUT = 4096
 
 
-def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1,
-             region: tuple[int, int] | None = None) -> tuple[AxisPlan, int]:
+def cut_plan(
+    plan: AxisPlan, start: int, align: int = 1, min_length: int = 1, region: tuple[int, int] | None = None
+) -> tuple[AxisPlan, int]:
     """Outputs ``start..start + n`` of one axis over the input they read, from ``plan``, their
     windows in the whole axis's coordinates (:func:`avgpool.plan.axis_plan` of that range):
     their plan in the tile's coordinates and the first input index of the tile's region (a
@@ -74,16 +75,19 @@ def cut_plan(plan: AxisPlan, start: int, align: int = 1, min_length: int = 1,
         lo -= lo % align
     out = len(count)
     pad_begin = g.pad_begin + lo - start * g.stride
-    geometry = AxisGeometry(hi - lo, g.kernel, g.stride, g.dilation, pad_begin,
-                            (out - 1) * g.stride + g.extent - (hi - lo) - pad_begin, out)
+    geometry = AxisGeometry(
+        hi - lo, g.kernel, g.stride, g.dilation, pad_begin, (out - 1) * g.stride + g.extent - (hi - lo) - pad_begin, out
+    )
     return AxisPlan(geometry, np.where(valid, first - lo, 0), count, plan.divisor), lo
 
 
 def _clamped(first: np.ndarray, count: np.ndarray, dilation: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The taps ``first + j * dilation`` (``j < count``) of each window that lie in ``[lo, hi)``:
     their first and count (unchanged where the window lies inside)."""
-    if not count.size or (int(first[count > 0].min(initial=lo)) >= lo
-                          and int((first + (count - 1) * dilation)[count > 0].max(initial=lo)) < hi):
+    if not count.size or (
+        int(first[count > 0].min(initial=lo)) >= lo
+        and int((first + (count - 1) * dilation)[count > 0].max(initial=lo)) < hi
+    ):
         return first, count
     skip = np.maximum(0, -((first - lo) // dilation))  # taps before lo
     last = np.minimum(count - 1, (hi - 1 - first) // dilation)  # the last tap before hi
@@ -100,8 +104,16 @@ class _SharedPlans:
     axes: tuple[AxisGeometry, ...]
     _shared: dict
 
-    def _keyed_cut(self, axis: int, start: int, stop: int, region: tuple[int, int] | None, divisor: Any,
-                   align: int, min_length: int) -> tuple[AxisPlan, int, tuple | None]:
+    def _keyed_cut(
+        self,
+        axis: int,
+        start: int,
+        stop: int,
+        region: tuple[int, int] | None,
+        divisor: Any,
+        align: int,
+        min_length: int,
+    ) -> tuple[AxisPlan, int, tuple | None]:
         """:func:`cut_plan` of outputs ``start..stop`` along ``axis`` (its region ``region``, or
         aligned down to ``align`` and at least ``min_length`` long), its region's start, and for a
         tile whose windows all lie inside the input (and a chunk's edges) a key that every tile
@@ -183,8 +195,9 @@ class Tiling(_SharedPlans):
             return start, start
         return _inside(axis_plan(g, self.spec.divisor, False, start, stop), start, region)
 
-    def _cut(self, axis: int, start: int, stop: int,
-             region: tuple[int, int] | None = None) -> tuple[AxisPlan, int, tuple | None]:
+    def _cut(
+        self, axis: int, start: int, stop: int, region: tuple[int, int] | None = None
+    ) -> tuple[AxisPlan, int, tuple | None]:
         """The tile's plan along ``axis``, its region's start, and for a tile whose windows all
         lie inside the input a key that every tile with the same plan shares (else None). The
         region is the one :meth:`input_range` gives, or ``region`` (see :meth:`inner_outputs`)."""
@@ -195,8 +208,14 @@ class Tiling(_SharedPlans):
         align = max(1, self.blocks[axis] * self.axes[axis].dilation)
         return self._keyed_cut(axis, start, stop, region, self.spec.divisor, align, 2)
 
-    def pool(self, x: np.ndarray, outputs: Ranges, exact_slabs: np.ndarray | None = None,
-             starts: tuple[int, ...] | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    def pool(
+        self,
+        x: np.ndarray,
+        outputs: Ranges,
+        exact_slabs: np.ndarray | None = None,
+        starts: tuple[int, ...] | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Outputs ``outputs`` (a ``(start, stop)`` per spatial axis) of the whole operator, from
         ``x``: the input region :meth:`input_range` gives along each spatial axis, with any part
         of the batch and channel axes; or a region starting at ``starts`` (one per spatial axis):
@@ -229,8 +248,9 @@ class Tiling(_SharedPlans):
         self._slabs_view(result)[chosen] = self._slabs_view(plain(x))[chosen]
         return result
 
-    def prepare(self, outputs: Ranges, shape: tuple[int, ...],
-                starts: tuple[int, ...] | None = None) -> tuple[Any, Any]:
+    def prepare(
+        self, outputs: Ranges, shape: tuple[int, ...], starts: tuple[int, ...] | None = None
+    ) -> tuple[Any, Any]:
         """What :meth:`pool` calls for an input of ``shape`` (its kernels loaded), without data:
         the pool by the exact sums (None unless :attr:`exact`) and the one by the float64 sums."""
         if self.layout is Layout.NXC and shape[-1] == 1 and self.shape[-1] > 1:
@@ -240,8 +260,7 @@ class Tiling(_SharedPlans):
             regions = tuple((a, a + n) for a, n in zip(starts, spatial_shape_of(shape, self.layout)))
         return self._prepared(outputs, shape, regions)
 
-    def _prepared(self, outputs: Ranges, shape: tuple[int, ...],
-                  regions: Ranges | None = None) -> tuple[Any, Any]:
+    def _prepared(self, outputs: Ranges, shape: tuple[int, ...], regions: Ranges | None = None) -> tuple[Any, Any]:
         """The tile's pools: by the exact sums (None unless :attr:`exact`) and by the float64 ones."""
         cuts = [self._cut(axis, start, stop, regions and regions[axis]) for axis, (start, stop) in enumerate(outputs)]
         key = ("pools", tuple(c[2] for c in cuts), shape) if all(c[2] is not None for c in cuts) else None
@@ -251,8 +270,10 @@ class Tiling(_SharedPlans):
         plans = tuple(c[0] for c in cuts)
         expected = tuple(p.geometry.length for p in plans)
         if spatial_shape_of(shape, self.layout) != expected:
-            raise ValueError(f"tile input has spatial shape {spatial_shape_of(shape, self.layout)}, "
-                             f"expected {expected} for outputs {outputs}")
+            raise ValueError(
+                f"tile input has spatial shape {spatial_shape_of(shape, self.layout)}, "
+                f"expected {expected} for outputs {outputs}"
+            )
         channels = 1 if self.layout is Layout.NCX else shape[-1]
         out_shape = list(shape)
         for array_axis, p in zip(self.spatial_axes, plans):
@@ -286,8 +307,9 @@ def tiling(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layo
     first_windows = tuple(axis_plan(g, spec.divisor, any_pad(geometry), 0, min(1, g.out)) for g in geometry)
     global_window = all(g.out > 0 for g in geometry) and is_global(first_windows)
     exact = dtype == np.float32 and uses_running(geometry, layout)
-    return Tiling(spec, tuple(shape), dtype, layout, out_shape, geometry, blocks, global_window, exact,
-                  headroom(geometry))
+    return Tiling(
+        spec, tuple(shape), dtype, layout, out_shape, geometry, blocks, global_window, exact, headroom(geometry)
+    )
 
 
 def slab_bit_range(x: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
@@ -350,12 +372,14 @@ class QLinearTiling(_SharedPlans):
             return start, start
         return _inside(axis_plan(self.axes[axis], self.geometry.spec.divisor, False, start, stop), start, region)
 
-    def _cut(self, axis: int, start: int, stop: int,
-             region: tuple[int, int] | None = None) -> tuple[AxisPlan, int, tuple | None]:
+    def _cut(
+        self, axis: int, start: int, stop: int, region: tuple[int, int] | None = None
+    ) -> tuple[AxisPlan, int, tuple | None]:
         return self._keyed_cut(axis, start, stop, region, self.geometry.spec.divisor, 1, 1)
 
-    def prepare(self, outputs: Ranges, shape: tuple[int, ...],
-                starts: tuple[int, ...] | None = None) -> pools.PreparedPool:
+    def prepare(
+        self, outputs: Ranges, shape: tuple[int, ...], starts: tuple[int, ...] | None = None
+    ) -> pools.PreparedPool:
         """What :meth:`pool` runs for an input of ``shape``, without data (tiles of one shape
         share it, and with it its kernel arguments per quantisation values)."""
         if self.geometry.global_path:  # one window per plane: the tile is whole planes
@@ -367,8 +391,10 @@ class QLinearTiling(_SharedPlans):
                 self._remember(key, found)
             return found
         lengths = spatial_shape_of(shape, self.layout)
-        cuts = [self._cut(axis, start, stop, None if starts is None else (starts[axis], starts[axis] + n))
-                for axis, ((start, stop), n) in enumerate(zip(outputs, lengths))]
+        cuts = [
+            self._cut(axis, start, stop, None if starts is None else (starts[axis], starts[axis] + n))
+            for axis, ((start, stop), n) in enumerate(zip(outputs, lengths))
+        ]
         key = ("pools", tuple(c[2] for c in cuts), shape) if all(c[2] is not None for c in cuts) else None
         found = self._shared.get(key) if key is not None else None
         if found is None:
@@ -378,8 +404,14 @@ class QLinearTiling(_SharedPlans):
                 self._remember(key, found)
         return found
 
-    def pool(self, x: np.ndarray, outputs: Ranges, params: QuantParams,
-             starts: tuple[int, ...] | None = None, out: np.ndarray | None = None) -> np.ndarray:
+    def pool(
+        self,
+        x: np.ndarray,
+        outputs: Ranges,
+        params: QuantParams,
+        starts: tuple[int, ...] | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Outputs ``outputs`` of the whole operator from ``x``, the region :meth:`input_range`
         gives (any part of the batch and channel axes), or a region starting at ``starts``
         (:meth:`inner_outputs`), into ``out`` if given."""
@@ -425,8 +457,10 @@ class TiledPool:
         spatial = self.tiling.spatial_axes
         take = [slice(None)] * x.ndim
         put = [slice(None)] * x.ndim
-        ranges = [[(a, min(a + self.tile_outputs, g.out)) for a in range(0, g.out, self.tile_outputs)]
-                  for g in self.tiling.axes]
+        ranges = [
+            [(a, min(a + self.tile_outputs, g.out)) for a in range(0, g.out, self.tile_outputs)]
+            for g in self.tiling.axes
+        ]
         for outputs in itertools.product(*ranges):
             for i, (axis, (start, stop)) in enumerate(zip(spatial, outputs)):
                 take[axis] = slice(*self.tiling.input_range(i, start, stop))
@@ -454,7 +488,6 @@ class TiledPool:
 _CHECK_PIECE = 1 << 16
 
 
-def tiled_pool(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout,
-               tile_outputs: int) -> TiledPool:
+def tiled_pool(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Layout, tile_outputs: int) -> TiledPool:
     """A :class:`TiledPool` whose tiles take at most ``tile_outputs`` outputs along each axis."""
     return TiledPool(tiling(spec, shape, dtype, layout), tile_outputs)

@@ -68,15 +68,31 @@ class _Pooling:
         """The keyword attributes of :func:`avgpool.average_pool`; ``None`` stays ``None`` so
         that the numpy function's defaults and version rules (e.g. no dilations before opset 19) apply."""
         pads = None if self.pads is None else [p[0] for p in self.pads] + [p[1] for p in self.pads]
-        return {"kernel_shape": list(self.kernel), "strides": _listed(self.strides), "pads": pads,
-                "auto_pad": self.auto_pad, "ceil_mode": self.ceil_mode, "count_include_pad": self.count_include_pad,
-                "dilations": _listed(self.dilations), "opset": self.opset}
+        return {
+            "kernel_shape": list(self.kernel),
+            "strides": _listed(self.strides),
+            "pads": pads,
+            "auto_pad": self.auto_pad,
+            "ceil_mode": self.ceil_mode,
+            "count_include_pad": self.count_include_pad,
+            "dilations": _listed(self.dilations),
+            "opset": self.opset,
+        }
 
     def along(self, dim: Hashable) -> _Pooling:
         """The pooling of ``dim`` alone, averaging valid taps only: a coordinate's window means."""
         i = self.dims.index(dim)
-        return _Pooling((dim,), self.kernel[i:i + 1], _picked(self.strides, i), _picked(self.pads, i),
-                        _picked(self.dilations, i), self.auto_pad, self.ceil_mode, False, self.opset)
+        return _Pooling(
+            (dim,),
+            self.kernel[i : i + 1],
+            _picked(self.strides, i),
+            _picked(self.pads, i),
+            _picked(self.dilations, i),
+            self.auto_pad,
+            self.ceil_mode,
+            False,
+            self.opset,
+        )
 
 
 def _listed(values: tuple | None) -> list | None:
@@ -84,15 +100,21 @@ def _listed(values: tuple | None) -> list | None:
 
 
 def _picked(values: tuple | None, i: int) -> tuple | None:
-    return None if values is None else values[i:i + 1]
+    return None if values is None else values[i : i + 1]
 
 
-def average_pool(obj: xr.DataArray | xr.Dataset, kernel: Mapping[Hashable, int], *,
-                 strides: Mapping[Hashable, int] | None = None,
-                 pads: Mapping[Hashable, tuple[int, int]] | None = None,
-                 dilations: Mapping[Hashable, int] | None = None, auto_pad: str = "NOTSET",
-                 ceil_mode: bool | int = False, count_include_pad: bool | int = False,
-                 opset: int = 22) -> xr.DataArray | xr.Dataset:
+def average_pool(
+    obj: xr.DataArray | xr.Dataset,
+    kernel: Mapping[Hashable, int],
+    *,
+    strides: Mapping[Hashable, int] | None = None,
+    pads: Mapping[Hashable, tuple[int, int]] | None = None,
+    dilations: Mapping[Hashable, int] | None = None,
+    auto_pad: str = "NOTSET",
+    ceil_mode: bool | int = False,
+    count_include_pad: bool | int = False,
+    opset: int = 22,
+) -> xr.DataArray | xr.Dataset:
     """ONNX AveragePool over the dims named in ``kernel`` (``{dim: size}``, in the order of the
     attributes' spatial axes) of a DataArray, or of each data variable of a Dataset that has all
     of them (a variable with only some of them is dropped, one with none is kept).
@@ -113,8 +135,17 @@ def average_pool(obj: xr.DataArray | xr.Dataset, kernel: Mapping[Hashable, int],
         return _pooled_dataset(obj, pooling)
 
 
-def _parsed(obj: xr.DataArray | xr.Dataset, kernel: Any, strides: Any, pads: Any, dilations: Any, auto_pad: str,
-            ceil_mode: bool | int, count_include_pad: bool | int, opset: int) -> _Pooling:
+def _parsed(
+    obj: xr.DataArray | xr.Dataset,
+    kernel: Any,
+    strides: Any,
+    pads: Any,
+    dilations: Any,
+    auto_pad: str,
+    ceil_mode: bool | int,
+    count_include_pad: bool | int,
+    opset: int,
+) -> _Pooling:
     """The call's attributes per pooled dim, every dim name checked, the geometry validated
     up front (a Dataset may hold nothing to pool, and should still refuse a bad kernel)."""
     if not isinstance(kernel, Mapping) or not kernel:
@@ -123,9 +154,17 @@ def _parsed(obj: xr.DataArray | xr.Dataset, kernel: Any, strides: Any, pads: Any
     sizes = dict(obj.sizes)
     for attribute, given in (("kernel", kernel), ("strides", strides), ("pads", pads), ("dilations", dilations)):
         _check_dims(attribute, given, dims, type(obj).__name__, tuple(sizes))
-    pooling = _Pooling(dims, tuple(kernel[d] for d in dims), _per_dim(strides, dims, 1),
-                       None if pads is None else tuple(_pair(d, pads.get(d, (0, 0))) for d in dims),
-                       _per_dim(dilations, dims, 1), auto_pad, ceil_mode, count_include_pad, opset)
+    pooling = _Pooling(
+        dims,
+        tuple(kernel[d] for d in dims),
+        _per_dim(strides, dims, 1),
+        None if pads is None else tuple(_pair(d, pads.get(d, (0, 0))) for d in dims),
+        _per_dim(dilations, dims, 1),
+        auto_pad,
+        ceil_mode,
+        count_include_pad,
+        opset,
+    )
     attributes = pooling.attributes()
     del attributes["count_include_pad"]  # output_shape's attributes: the shape's only
     with _naming_axes(dims):
@@ -133,16 +172,18 @@ def _parsed(obj: xr.DataArray | xr.Dataset, kernel: Any, strides: Any, pads: Any
     return pooling
 
 
-def _check_dims(attribute: str, given: Any, pooled: tuple[Hashable, ...], kind: str,
-                available: tuple[Hashable, ...]) -> None:
+def _check_dims(
+    attribute: str, given: Any, pooled: tuple[Hashable, ...], kind: str, available: tuple[Hashable, ...]
+) -> None:
     if given is None:
         return
     if not isinstance(given, Mapping):
         raise AvgPoolError(f"`{attribute}` is {given!r}: it must map dim names to values")
     for dim in given:
         if dim not in available:
-            raise AvgPoolError(f"`{attribute}` names dim {dim!r}, which the {kind} does not have "
-                               f"(its dims: {available})")
+            raise AvgPoolError(
+                f"`{attribute}` names dim {dim!r}, which the {kind} does not have (its dims: {available})"
+            )
         if dim not in pooled:
             raise AvgPoolError(f"`{attribute}` names dim {dim!r}, which `kernel` does not pool (it pools {pooled})")
 
@@ -190,8 +231,8 @@ def _pooled_data(data: Any, dims: tuple[Hashable, ...], pooling: _Pooling) -> An
     others = [d for d in dims if d not in pooling.dims]
     order = tuple(dims.index(d) for d in (*others, *pooling.dims))
     moved = data.transpose(order)
-    leading = moved.shape[:len(others)]
-    result = _pool_ncx(moved.reshape(_batch_and_channels(leading) + moved.shape[len(others):]), pooling)
+    leading = moved.shape[: len(others)]
+    result = _pool_ncx(moved.reshape(_batch_and_channels(leading) + moved.shape[len(others) :]), pooling)
     return result.reshape(leading + result.shape[2:]).transpose(tuple(np.argsort(order).tolist()))
 
 
@@ -220,8 +261,11 @@ def _coords(obj: xr.DataArray | xr.Dataset, pooling: _Pooling) -> xr.Coordinates
     dim's numeric dimension coordinate as the mean over each window's valid taps."""
     pooled = set(pooling.dims)
     spanning = [name for name, coord in obj.coords.items() if pooled & set(coord.dims)]
-    means = {dim: _window_means(obj.coords[dim].variable, pooling.along(dim))
-             for dim in pooling.dims if dim in obj.coords and obj.coords[dim].dtype.kind in "iuf"}
+    means = {
+        dim: _window_means(obj.coords[dim].variable, pooling.along(dim))
+        for dim in pooling.dims
+        if dim in obj.coords and obj.coords[dim].dtype.kind in "iuf"
+    }
     # dropped together, so that a MultiIndex goes whole
     return obj.drop_vars(spanning).coords.assign(means)
 

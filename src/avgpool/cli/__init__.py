@@ -41,16 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     from .flags import add_command
 
     parser = argparse.ArgumentParser(
-        prog="avgpool", formatter_class=argparse.RawDescriptionHelpFormatter,  # the examples keep their lines
+        prog="avgpool",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the examples keep their lines
         description="Average pooling exactly as ONNX, ONNX Runtime, OpenVINO and oneDNN define it.",
         epilog="examples:\n"
-               "  avgpool demo\n"
-               "  avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode\n"
-               "  avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode\n"
-               "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
-               "  avgpool run model.onnx --output-dir out --check\n"
-               "  avgpool warmup\n"
-               "run 'avgpool COMMAND --help' for each command's flags")
+        "  avgpool demo\n"
+        "  avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode\n"
+        "  avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode\n"
+        "  avgpool pool photo.png small.png -k 2,2 -s 2,2\n"
+        "  avgpool run model.onnx --output-dir out --check\n"
+        "  avgpool warmup\n"
+        "run 'avgpool COMMAND --help' for each command's flags",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, command in zip(_COMMANDS, (demo, shape, explain, pool, run, warmup)):
         add_command(commands, name, command)
@@ -128,4 +130,3 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None) -> 
             print(f"{prefix}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
             return 128 + (signal.SIGTERM if terminated else signal.SIGINT)  # the shell's convention: 143, 130
         return code
-

@@ -40,8 +40,9 @@ def _refuse_nested(input_path: str, output: str) -> None:
     written into the input store)."""
     source, target = os.path.realpath(input_path), os.path.realpath(output)
     if os.path.commonpath([source, target]) in (source, target):
-        raise UsageError(f"{output} is the input store {input_path}, holds it or is inside it: "
-                         "write the result elsewhere")
+        raise UsageError(
+            f"{output} is the input store {input_path}, holds it or is inside it: write the result elsewhere"
+        )
 
 
 def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[Any, str | None, str]:
@@ -61,15 +62,17 @@ def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[
         array = tensor.array
         read = f"{'x'.join(map(str, array.shape))} {array.dtype}"
         if tensor.kind == "image":  # a picture is small: converted whole, as for a file output
-            array = files.as_pool_input(array, dtype=args.dtype, image=True, channels_last=settings.channels_last,
-                                        quantized=quantized)
+            array = files.as_pool_input(
+                array, dtype=args.dtype, image=True, channels_last=settings.channels_last, quantized=quantized
+            )
         chunks = _checked_chunks(args.chunks, array.ndim)
         # name=False: the graph's name is not a hash of the whole input
         x = da.from_array(array, chunks="auto" if chunks is None else chunks, name=False)
         kind, key = tensor.kind, tensor.key
     if x.ndim < 3:
-        raise UsageError(f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... "
-                         "(at least 3 dimensions)")
+        raise UsageError(
+            f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... (at least 3 dimensions)"
+        )
     if args.dtype and kind != "image":
         x = x.astype(args.dtype)
     if not x.dtype.isnative:  # zarr v2 stores big-endian arrays; the kernels read native numbers
@@ -79,8 +82,10 @@ def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[
 
 def _checked_chunks(chunks: Any, ndim: int) -> Any:
     if isinstance(chunks, tuple) and len(chunks) != ndim:
-        raise UsageError(f"--chunks has {len(chunks)} values {','.join(map(str, chunks))} but the input has "
-                         f"{ndim} axes: give one per axis (-1 for a whole axis) or auto")
+        raise UsageError(
+            f"--chunks has {len(chunks)} values {','.join(map(str, chunks))} but the input has "
+            f"{ndim} axes: give one per axis (-1 for a whole axis) or auto"
+        )
     return chunks
 
 
@@ -169,8 +174,9 @@ def _output_kind(args: argparse.Namespace) -> str:
     return out_kind
 
 
-def _write(args: argparse.Namespace, out_kind: str, y: Any, channels_last: bool, input_key: str | None,
-           progress: bool) -> None:
+def _write(
+    args: argparse.Namespace, out_kind: str, y: Any, channels_last: bool, input_key: str | None, progress: bool
+) -> None:
     """``y`` computed into the output, which replaces any old one only once complete: chunk by
     chunk into a zarr store or a .npy file, whole into an .npz or an image."""
     import numpy as np
@@ -193,8 +199,9 @@ def _write(args: argparse.Namespace, out_kind: str, y: Any, channels_last: bool,
         _store(y, result, progress)
         if out_kind == "image" and channels_last and result.ndim == 4:
             result = result.transpose(0, 3, 1, 2)
-        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(input_key or "y"),
-                           commit=commit)
+        files.write_tensor(
+            args.output, result, key=args.output_key or files.safe_member_name(input_key or "y"), commit=commit
+        )
 
 
 def _regular(y: Any) -> Any:
@@ -228,8 +235,9 @@ def _store(y: Any, target: Any, progress: bool) -> None:
         from . import files
 
         if _raised_by_the_store(err):  # a corrupt chunk file, a codec's error: the input's fault, one line
-            raise files.FileFormatError(f"a chunk of the zarr store could not be read: {type(err).__name__}: "
-                                        f"{err}") from None
+            raise files.FileFormatError(
+                f"a chunk of the zarr store could not be read: {type(err).__name__}: {err}"
+            ) from None
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -266,7 +274,10 @@ def pool_chunked(args: argparse.Namespace, settings: Settings, stdout: TextIO) -
     seconds = time.perf_counter() - started
     if not args.quiet:
         chunks = "x".join(str(max(c[0], 1)) for c in y.chunks)
-        print(f"{args.input} {read} -> {dialect_label(args.dialect, settings)} "
-              f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} "
-              f"(chunks {chunks}) in {seconds:.2f} s", file=stdout)
+        print(
+            f"{args.input} {read} -> {dialect_label(args.dialect, settings)} "
+            f"({settings.describe()}) -> {args.output} {'x'.join(map(str, y.shape))} {y.dtype} "
+            f"(chunks {chunks}) in {seconds:.2f} s",
+            file=stdout,
+        )
     return 0

@@ -14,8 +14,10 @@ if TYPE_CHECKING:
 
 
 SUMMARY = "compute the worked examples of the ONNX spec and compare with the published outputs"
-DESCRIPTION = ("Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
-               "output and the published output side by side; then explain one case of semantics.md section 7.")
+DESCRIPTION = (
+    "Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
+    "output and the published output side by side; then explain one case of semantics.md section 7."
+)
 EXAMPLES = ["avgpool demo"]
 
 
@@ -75,9 +77,14 @@ def run_demo(out: TextIO | None = None) -> int:
         print(f"   from the {example.source}; opset {example.opset}; {attrs}", file=out)
         if example.notes:
             print(f"   note: {example.notes}", file=out)
-        print(_side_by_side((f"input {example.x.shape}", _format(example.x)),
-                            (f"avgpool {y.shape}", _format(y)),
-                            (f"expected {example.expected.shape}", _format(example.expected))), file=out)
+        print(
+            _side_by_side(
+                (f"input {example.x.shape}", _format(example.x)),
+                (f"avgpool {y.shape}", _format(y)),
+                (f"expected {example.expected.shape}", _format(example.expected)),
+            ),
+            file=out,
+        )
         print(file=out)
     total = len(EXAMPLES)
     print(f"{total - failures} of {total} worked examples match the published outputs.", file=out)
@@ -85,6 +92,9 @@ def run_demo(out: TextIO | None = None) -> int:
     print(f"== avgpool explain {' '.join(EXPLAIN_EXAMPLE.argv)}", file=out)
     print(f"   ({EXPLAIN_EXAMPLE.notes})", file=out)
     explain.command(_explain_args(list(EXPLAIN_EXAMPLE.argv)), out)
-    print("more: avgpool pool IN.npy|IN.png OUT.npy|OUT.png -k 3,3 ... (any dialect), "
-          "avgpool run MODEL.onnx --check (see avgpool COMMAND --help)", file=out)
+    print(
+        "more: avgpool pool IN.npy|IN.png OUT.npy|OUT.png -k 3,3 ... (any dialect), "
+        "avgpool run MODEL.onnx --check (see avgpool COMMAND --help)",
+        file=out,
+    )
     return 1 if failures else 0

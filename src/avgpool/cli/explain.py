@@ -16,14 +16,18 @@ if TYPE_CHECKING:
 
 
 SUMMARY = "every window, its taps and divisor; where the dialects differ"
-DESCRIPTION = ("For an input shape and attributes: the output shape, the resolved pads and, per axis, every window "
-               "(first tap, how many taps fall in the input, in the padding, past the padding) with its divisor; then "
-               "what ONNX, OpenVINO, oneDNN, PyTorch and QLinearAveragePool give for the same configuration.")
-EXAMPLES = ["avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode",
-            "avgpool explain 1x1x4 -k 3 -s 2 -p 1,1 --ceil-mode --count-include-pad --svg windows.svg",
-            "avgpool explain 1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER",
-            "avgpool explain 1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil --exclude-pad false "
-            "--dialect openvino"]
+DESCRIPTION = (
+    "For an input shape and attributes: the output shape, the resolved pads and, per axis, every window "
+    "(first tap, how many taps fall in the input, in the padding, past the padding) with its divisor; then "
+    "what ONNX, OpenVINO, oneDNN, PyTorch and QLinearAveragePool give for the same configuration."
+)
+EXAMPLES = [
+    "avgpool explain 1x1x4 -k 3 -s 3 --ceil-mode",
+    "avgpool explain 1x1x4 -k 3 -s 2 -p 1,1 --ceil-mode --count-include-pad --svg windows.svg",
+    "avgpool explain 1x1x5 -k 2 -d 2 --auto-pad SAME_UPPER",
+    "avgpool explain 1x1x4 -k 3 -s 2 --pads-begin 1 --pads-end 1 --rounding-type ceil --exclude-pad false "
+    "--dialect openvino",
+]
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -49,8 +53,17 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     axes = windows.describe(spec, spatial_shape)
     out_shape = output_shape(args.input_shape, [a.geometry.out for a in axes], settings.channels_last)
     label = dialect_label(args.dialect, settings)
-    text = windows.explain_text(settings, label, spec, args.input_shape, spatial_shape, out_shape,
-                                max_windows=args.max_windows, diagram_width=args.width, compare=not args.no_compare)
+    text = windows.explain_text(
+        settings,
+        label,
+        spec,
+        args.input_shape,
+        spatial_shape,
+        out_shape,
+        max_windows=args.max_windows,
+        diagram_width=args.width,
+        compare=not args.no_compare,
+    )
     # every picture is made before anything is printed or written, so that a refusal is the only output
     title = f"{label}, input {'x'.join(map(str, args.input_shape))}: {settings.describe()}"
     pictures = {}

@@ -79,8 +79,10 @@ def check_suffix(path: Any, *, writing: bool) -> str:
     if ext in IMAGE_SUFFIXES:
         return "image"
     known = ", ".join(TENSOR_SUFFIXES + IMAGE_SUFFIXES)
-    raise FileFormatError(f"{os.fspath(path)}: unknown extension {ext or '(none)'!r} for "
-                          f"{'an output' if writing else 'an input'}; use one of {known}")
+    raise FileFormatError(
+        f"{os.fspath(path)}: unknown extension {ext or '(none)'!r} for "
+        f"{'an output' if writing else 'an input'}; use one of {known}"
+    )
 
 
 def _read_header(fp: BinaryIO, what: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
@@ -99,11 +101,14 @@ def _read_header(fp: BinaryIO, what: str) -> tuple[tuple[int, ...], bool, np.dty
     except (ValueError, EOFError, OSError, SyntaxError, TypeError, struct.error) as err:
         raise FileFormatError(f"{what} is not a valid .npy file: {err}") from None
     if not all(type(n) is int and n >= 0 for n in shape):  # numpy's readers let True and -1 through
-        raise FileFormatError(f"{what} is not a valid .npy file: its header's shape {shape} is not a tuple of "
-                              "non-negative integers")
+        raise FileFormatError(
+            f"{what} is not a valid .npy file: its header's shape {shape} is not a tuple of non-negative integers"
+        )
     if dtype.hasobject:
-        raise FileFormatError(f"{what} holds Python objects (dtype {dtype}): that needs pickle, which avgpool never "
-                              "uses to read files; save plain numeric arrays")
+        raise FileFormatError(
+            f"{what} holds Python objects (dtype {dtype}): that needs pickle, which avgpool never "
+            "uses to read files; save plain numeric arrays"
+        )
     if dtype.fields is not None or dtype.kind == "V":
         raise FileFormatError(f"{what} has a structured or void dtype {dtype}: save a plain numeric array")
     return tuple(shape), fortran, dtype, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -124,8 +129,10 @@ def _read_header_3_0(fp: BinaryIO) -> tuple[Any, bool, np.dtype]:
 
 def _check_size(what: str, shape: tuple[int, ...], dtype: np.dtype, expected: int, available: int) -> None:
     if available < expected:
-        raise FileFormatError(f"{what} is truncated: its header promises shape {shape} of {dtype} "
-                              f"({expected} bytes) but only {available} bytes of data follow")
+        raise FileFormatError(
+            f"{what} is truncated: its header promises shape {shape} of {dtype} "
+            f"({expected} bytes) but only {available} bytes of data follow"
+        )
     if available > expected:
         raise FileFormatError(f"{what} has {available - expected} unexpected bytes after the {shape} {dtype} array")
 
@@ -169,8 +176,10 @@ def _check_inflated_size(what: str, info: zipfile.ZipInfo) -> None:
     checked against that size, so nothing larger is ever read."""
     limit = available_memory()
     if info.file_size > limit:
-        raise FileFormatError(f"{what} would take {info.file_size} bytes of memory once read ({info.compress_size} "
-                              f"bytes in the archive), more than the {limit} available: refused unread")
+        raise FileFormatError(
+            f"{what} would take {info.file_size} bytes of memory once read ({info.compress_size} "
+            f"bytes in the archive), more than the {limit} available: refused unread"
+        )
 
 
 def read_npz(path: Any, key: str | None = None) -> tuple[np.ndarray, str]:
@@ -184,8 +193,9 @@ def read_npz(path: Any, key: str | None = None) -> tuple[np.ndarray, str]:
         for name in archive.namelist():
             array_name = name.removesuffix(".npy")
             if array_name in members:  # "x" and "x.npy", or one name twice: which is x?
-                raise FileFormatError(f"{path} holds two members for the array {array_name!r}: "
-                                      f"{members[array_name]!r} and {name!r}")
+                raise FileFormatError(
+                    f"{path} holds two members for the array {array_name!r}: {members[array_name]!r} and {name!r}"
+                )
             members[array_name] = name
         if key is None:
             if len(members) != 1:
@@ -228,8 +238,10 @@ def read_image(path: Any) -> np.ndarray:
                 raise FileFormatError(f"{path} is a {image.format} image; avgpool reads PNG and JPEG")
             if image.format == "PNG" and image.mode != "I;16" and _png_bit_depth(path) == 16:
                 # Pillow keeps 16 bits only for grey: colour or alpha it reads as 8 bits, silently
-                raise FileFormatError(f"{path} is a 16-bit {image.mode} PNG, which Pillow reads as 8 bits a "
-                                      "sample: save it as .npy (or as 16-bit grey) to pool its values unchanged")
+                raise FileFormatError(
+                    f"{path} is a 16-bit {image.mode} PNG, which Pillow reads as 8 bits a "
+                    "sample: save it as .npy (or as 16-bit grey) to pool its values unchanged"
+                )
             if image.mode in ("P", "PA", "CMYK", "YCbCr", "LAB", "HSV", "RGBX"):
                 image = image.convert("RGBA" if "transparency" in image.info or image.mode == "PA" else "RGB")
             elif image.mode == "1":
@@ -282,8 +294,10 @@ def as_pool_input(block: Any, *, dtype: str | None, image: bool, channels_last: 
 def to_image_pixels(array: np.ndarray) -> np.ndarray:
     """N x C x H x W values -> H x W x C uint8: round half to even, clip to 0..255, NaN -> 0."""
     if array.ndim != 4 or array.shape[0] != 1 or not 1 <= array.shape[1] <= 4:
-        raise FileFormatError(f"an image needs an output of shape 1 x C x H x W with C from 1 to 4, not "
-                              f"{'x'.join(map(str, array.shape))}; write .npy or .npz instead")
+        raise FileFormatError(
+            f"an image needs an output of shape 1 x C x H x W with C from 1 to 4, not "
+            f"{'x'.join(map(str, array.shape))}; write .npy or .npz instead"
+        )
     values = np.asarray(array, dtype=np.float64)
     values = np.clip(np.rint(np.nan_to_num(values, nan=0.0, posinf=255.0, neginf=0.0)), 0, 255)
     return values.astype(np.uint8)[0].transpose(1, 2, 0)
@@ -312,8 +326,10 @@ def safe_member_name(name: str, *, empty: str = "y") -> str:
 
 def check_member_name(path: Any, key: str) -> None:
     if safe_member_name(key) != key:
-        raise FileFormatError(f"{os.fspath(path)}: the array name {key!r} is not a plain file name; use letters, "
-                              "digits, '_', '.' and '-', not starting with '.'")
+        raise FileFormatError(
+            f"{os.fspath(path)}: the array name {key!r} is not a plain file name; use letters, "
+            "digits, '_', '.' and '-', not starting with '.'"
+        )
 
 
 def _new_file_mode(path: str) -> int:
@@ -402,8 +418,9 @@ def write_npy_batches(fp: BinaryIO, shape: tuple[int, ...], dtype: np.dtype, bat
     fp.writelines(np.ascontiguousarray(batch, dtype=dtype).reshape(-1).view(np.uint8).data for batch in batches)
 
 
-def write_tensor(path: Any, array: np.ndarray, *, key: str = "y",
-                 commit: contextlib.AbstractContextManager[Any] | None = None) -> None:
+def write_tensor(
+    path: Any, array: np.ndarray, *, key: str = "y", commit: contextlib.AbstractContextManager[Any] | None = None
+) -> None:
     """Write by extension, through :func:`replacing` (with its ``commit``). ``key`` names the array
     in an .npz and must be a :func:`safe_member_name`."""
     kind = check_suffix(path, writing=True)
@@ -468,8 +485,11 @@ def open_zarr(path: Any, key: str | None = None) -> Any:
     zarr = zarr_module()
     name = os.fspath(path)
     if not os.path.isdir(name):
-        raise FileFormatError(f"{name}: no such zarr store (a directory)" if not os.path.exists(name) else
-                              f"{name} is not a directory: a zarr store is one")
+        raise FileFormatError(
+            f"{name}: no such zarr store (a directory)"
+            if not os.path.exists(name)
+            else f"{name} is not a directory: a zarr store is one"
+        )
     try:
         node = zarr.open(store=name, mode="r", path=key or "")
     except (OSError, ValueError, KeyError, TypeError) as err:  # zarr's errors are ValueErrors or OSErrors
@@ -478,8 +498,9 @@ def open_zarr(path: Any, key: str | None = None) -> Any:
     if isinstance(node, zarr.Group):
         # every array below it, by its path (--key group/array), so that a nested one is named too
         arrays = sorted(path for path, value in node.members(max_depth=None) if isinstance(value, zarr.Array))
-        raise FileFormatError(f"{name}{'/' + key if key else ''} is a zarr group holding the arrays {arrays}: "
-                              "choose one with --key")
+        raise FileFormatError(
+            f"{name}{'/' + key if key else ''} is a zarr group holding the arrays {arrays}: choose one with --key"
+        )
     return node
 
 
@@ -496,8 +517,10 @@ def check_zarr_target(path: Any) -> None:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             if isinstance(zarr.open(store=name, mode="r"), zarr.Array):
                 return
-    raise FileFormatError(f"{name} exists and is not a zarr array store: avgpool replaces only a zarr array; "
-                          "remove it or choose another output")
+    raise FileFormatError(
+        f"{name} exists and is not a zarr array store: avgpool replaces only a zarr array; "
+        "remove it or choose another output"
+    )
 
 
 def create_zarr(directory: str, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -563,8 +586,10 @@ def replacing_directory(path: Any, *, commit: contextlib.AbstractContextManager[
                 try:
                     shutil.rmtree(aside)
                 except OSError as err:
-                    raise FileFormatError(f"{os.fspath(path)} is written, but its previous version could not be "
-                                          f"removed from {aside}: {err.strerror or err}") from None
+                    raise FileFormatError(
+                        f"{os.fspath(path)} is written, but its previous version could not be "
+                        f"removed from {aside}: {err.strerror or err}"
+                    ) from None
     except BaseException as err:
         shutil.rmtree(temporary, ignore_errors=True)
         if isinstance(err, OSError):  # its file name would be the temporary one's

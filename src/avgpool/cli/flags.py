@@ -72,8 +72,9 @@ def chunk_lengths(text: str) -> str | tuple[int | str, ...]:
         except ValueError:
             value = 0
         if value < 1 and value != -1:
-            raise argparse.ArgumentTypeError(f"expected auto or comma-separated chunk lengths (positive, -1 for a "
-                                             f"whole axis, or auto), got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"expected auto or comma-separated chunk lengths (positive, -1 for a whole axis, or auto), got {text!r}"
+            )
         chunks.append(value)
     return tuple(chunks)
 
@@ -84,8 +85,9 @@ def auto_pad_mode(text: str) -> str:
     from ..dialect_registry import AUTO_PAD_SPELLINGS, normalise_auto_pad
 
     if text.lower() not in AUTO_PAD_SPELLINGS:
-        raise argparse.ArgumentTypeError(f"expected one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID, "
-                                         f"got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected one of NOTSET/explicit/None/'', SAME_UPPER, SAME_LOWER, VALID, got {text!r}"
+        )
     return normalise_auto_pad(text)
 
 
@@ -97,8 +99,13 @@ def add_command(commands: argparse._SubParsersAction, name: str, command: Module
 
     examples = command.EXAMPLES
     epilog = ("examples:\n" if len(examples) > 1 else "example:\n") + "\n".join(f"  {line}" for line in examples)
-    parser = commands.add_parser(name, help=command.SUMMARY, description=command.DESCRIPTION, epilog=epilog,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = commands.add_parser(
+        name,
+        help=command.SUMMARY,
+        description=command.DESCRIPTION,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     command.add_flags(parser)
     return parser
 
@@ -107,29 +114,45 @@ def add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str]
     from ..dialect_registry import ROUNDINGS
 
     group = parser.add_argument_group("pooling attributes (one set of flags for every dialect)")
-    group.add_argument("--dialect", default="onnx", choices=list(dialects),
-                       help="whose rules to follow (default onnx)")
+    group.add_argument("--dialect", default="onnx", choices=list(dialects), help="whose rules to follow (default onnx)")
     group.add_argument("--kernel", "-k", type=ints, required=True, help="kernel_shape / kernel, e.g. 3,3")
     group.add_argument("--strides", "-s", type=ints, help="strides (default 1 per axis)")
     group.add_argument("--dilations", "-d", type=ints, help="dilations (ONNX opset >= 19, OpenVINO AvgPool-16)")
     group.add_argument("--pads", "-p", type=ints, help="ONNX pads: all begins then all ends, e.g. 1,1,1,1")
     group.add_argument("--pads-begin", type=ints, help="pads at the start of each axis (OpenVINO/oneDNN spelling)")
     group.add_argument("--pads-end", type=ints, help="pads at the end of each axis")
-    group.add_argument("--auto-pad", type=auto_pad_mode, default="NOTSET", metavar="MODE",
-                       help="NOTSET (explicit, None, or '' as ONNX models write it), SAME_UPPER, SAME_LOWER or VALID, "
-                            "in any dialect's spelling")
+    group.add_argument(
+        "--auto-pad",
+        type=auto_pad_mode,
+        default="NOTSET",
+        metavar="MODE",
+        help="NOTSET (explicit, None, or '' as ONNX models write it), SAME_UPPER, SAME_LOWER or VALID, "
+        "in any dialect's spelling",
+    )
     group.add_argument("--ceil-mode", action="store_true", help="ceil_mode=1 (ONNX) / rounding_type=ceil")
-    group.add_argument("--rounding-type", choices=ROUNDINGS,
-                       help="floor, ceil or ceil_torch (OpenVINO-14 and later); overrides --ceil-mode")
-    group.add_argument("--count-include-pad", action="store_true",
-                       help="count pads in the divisor: count_include_pad=1, exclude_pad=false")
-    group.add_argument("--exclude-pad", type=boolean, metavar="BOOL",
-                       help="OpenVINO/oneDNN spelling: --exclude-pad false is --count-include-pad")
+    group.add_argument(
+        "--rounding-type",
+        choices=ROUNDINGS,
+        help="floor, ceil or ceil_torch (OpenVINO-14 and later); overrides --ceil-mode",
+    )
+    group.add_argument(
+        "--count-include-pad",
+        action="store_true",
+        help="count pads in the divisor: count_include_pad=1, exclude_pad=false",
+    )
+    group.add_argument(
+        "--exclude-pad",
+        type=boolean,
+        metavar="BOOL",
+        help="OpenVINO/oneDNN spelling: --exclude-pad false is --count-include-pad",
+    )
     group.add_argument("--opset", type=int, default=22, help="ONNX opset (default 22)")
     group.add_argument("--version", type=int, default=16, help="OpenVINO AvgPool version: 1, 14 or 16 (default 16)")
-    group.add_argument("--layout", choices=["NCX", "NXC"],
-                       help="NCX (N x C x D1..) or NXC (N x D1.. x C, channels last); default NCX, "
-                            "oneDNN's default NXC")
+    group.add_argument(
+        "--layout",
+        choices=["NCX", "NXC"],
+        help="NCX (N x C x D1..) or NXC (N x D1.. x C, channels last); default NCX, oneDNN's default NXC",
+    )
     if quantized:
         q = parser.add_argument_group("QLinearAveragePool (--dialect qlinear)")
         q.add_argument("--x-scale", type=float, default=1.0, help="input scale (default 1)")
@@ -148,12 +171,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     for flag, values in (("--pads-begin", begin), ("--pads-end", end)):
         # checked here: the ONNX dialect would name the flat `pads` it is joined into, values never typed
         if values is not None and len(values) != len(args.kernel):
-            raise UsageError(f"{flag} has {len(values)} value{'s' * (len(values) != 1)} {values} but --kernel has "
-                             f"{len(args.kernel)}: one value per spatial axis")
+            raise UsageError(
+                f"{flag} has {len(values)} value{'s' * (len(values) != 1)} {values} but --kernel has "
+                f"{len(args.kernel)}: one value per spatial axis"
+            )
     if args.pads is not None:
         if len(args.pads) % 2:
-            raise UsageError(f"--pads has {len(args.pads)} values {args.pads}: it needs all begins then all ends, "
-                             "2 values per spatial axis")
+            raise UsageError(
+                f"--pads has {len(args.pads)} values {args.pads}: it needs all begins then all ends, "
+                "2 values per spatial axis"
+            )
         half = len(args.pads) // 2
         begin, end = args.pads[:half], args.pads[half:]
     rounding = args.rounding_type or ("ceil" if args.ceil_mode else "floor")
@@ -164,27 +191,40 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError("--count-include-pad contradicts --exclude-pad true")
     dialect = DIALECTS[args.dialect]
     channels_last = dialect.default_channels_last if args.layout is None else args.layout == "NXC"
-    quantized = {name: getattr(args, name) for name in ("x_scale", "x_zero_point", "y_scale", "y_zero_point")
-                 if hasattr(args, name)}
-    return Settings(kernel=tuple(args.kernel), strides=args.strides and tuple(args.strides),
-                    dilations=args.dilations and tuple(args.dilations),
-                    pads_begin=begin and tuple(begin), pads_end=end and tuple(end), auto_pad=args.auto_pad,
-                    rounding=rounding, include_pad=include_pad, opset=args.opset, version=args.version,
-                    channels_last=channels_last, **quantized)
+    quantized = {
+        name: getattr(args, name)
+        for name in ("x_scale", "x_zero_point", "y_scale", "y_zero_point")
+        if hasattr(args, name)
+    }
+    return Settings(
+        kernel=tuple(args.kernel),
+        strides=args.strides and tuple(args.strides),
+        dilations=args.dilations and tuple(args.dilations),
+        pads_begin=begin and tuple(begin),
+        pads_end=end and tuple(end),
+        auto_pad=args.auto_pad,
+        rounding=rounding,
+        include_pad=include_pad,
+        opset=args.opset,
+        version=args.version,
+        channels_last=channels_last,
+        **quantized,
+    )
 
 
 def spatial(input_shape: Sequence[int], channels_last: bool) -> tuple[int, ...]:
     """The spatial sizes of an input shape given on the command line, or a UsageError."""
     if len(input_shape) < 3 or any(n < 0 for n in input_shape):
-        raise UsageError(f"the input shape {'x'.join(map(str, input_shape))} needs at least 3 non-negative sizes "
-                         "(N x C x D1 ...)")
+        raise UsageError(
+            f"the input shape {'x'.join(map(str, input_shape))} needs at least 3 non-negative sizes (N x C x D1 ...)"
+        )
     return tuple(input_shape[1:-1] if channels_last else input_shape[2:])
 
 
 def output_shape(input_shape: Sequence[int], spatial_out: Sequence[int], channels_last: bool) -> tuple[int, ...]:
     shape = list(input_shape)
     start = 1 if channels_last else 2
-    shape[start:start + len(spatial_out)] = spatial_out
+    shape[start : start + len(spatial_out)] = spatial_out
     return tuple(shape)
 
 

@@ -119,8 +119,11 @@ class Interrupts:
         left it beside the old file (tests/test_robustness_files.py)."""
         takes_sigint = signal.getsignal(signal.SIGINT) is signal.default_int_handler
         takes_sigterm = program and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-        if (self.owner is not None or threading.current_thread() is not threading.main_thread()
-                or not (takes_sigint or takes_sigterm)):
+        if (
+            self.owner is not None
+            or threading.current_thread() is not threading.main_thread()
+            or not (takes_sigint or takes_sigterm)
+        ):
             yield False
             return
         self.owner, self.phase, self.requested, self.again = threading.get_ident(), _BEFORE, False, False

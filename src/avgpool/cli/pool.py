@@ -33,31 +33,35 @@ BATCH_BYTES = 32 * 2**20
 
 
 SUMMARY = "pool a tensor (.npy/.npz/zarr) or an image (PNG/JPEG) into .npy/.npz/zarr/PNG"
-DESCRIPTION = ("Read a tensor from .npy or .npz (never with pickle) or an image (PNG or JPEG, read as "
-               "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
-               "pool it with any dialect and write .npy, .npz or an image. Image output: N must be 1 and C 1 "
-               "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
-               "Work is done batch by batch along N (a large .npy is memory-mapped, a .npy output is written "
-               "batch by batch), with a progress line on stderr for large inputs or with --progress. An "
-               "existing output file is replaced only once the new one is complete.\n\n"
-               "Zarr stores (needs avgpool[dask]): INPUT or OUTPUT is a zarr store when it ends in .zarr or "
-               "is an existing directory; an input store is a zarr array, or a group with --key naming the "
-               "array. Then the work goes chunk by chunk with avgpool.dask, bit for bit the result above and "
-               "never the whole array in memory: the input is read in its own chunks or those --chunks gives "
-               "(e.g. 1,1,2048,2048, -1 for a whole axis, or auto; a .npy input is cut into them too), the "
-               "output chunks follow the input's, and a zarr output (zarr format 3) is written into a "
-               "temporary directory beside it and swapped in only when complete: an existing output store "
-               "(which must be a zarr array) is kept on any error or Ctrl-C. A progress bar goes to stderr "
-               "when it is a terminal or with --progress. ONNX and qlinear pool any zarr store; openvino and "
-               "onednn only where their windows and divisors are some ONNX AveragePool's on that input (else "
-               "exit 2). A .npz or image output from a zarr input is held in memory whole.")
-EXAMPLES = ["avgpool pool photo.png small.png -k 2,2 -s 2,2",
-            "avgpool pool scan.zarr small.zarr -k 4,4 -s 4,4 --chunks 1,1,2048,2048 --progress",
-            "avgpool pool scans.zarr y.npy --key scan/raw -k 3,3 -p 1,1,1,1",
-            "avgpool pool x.npy y.npy -k 3,3 -p 1,1,1,1 --count-include-pad --opset 11",
-            "avgpool pool x.npz y.npz --key images -k 2,2 -s 2,2 --dialect openvino --rounding-type ceil",
-            "avgpool pool x.npy y.npy -k 2,2 -s 2,2 --dialect onednn --layout NCX",
-            "avgpool pool q.npy y.npy -k 2,2 --dialect qlinear --x-scale 0.1 --y-scale 0.1 --x-zero-point 128"]
+DESCRIPTION = (
+    "Read a tensor from .npy or .npz (never with pickle) or an image (PNG or JPEG, read as "
+    "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
+    "pool it with any dialect and write .npy, .npz or an image. Image output: N must be 1 and C 1 "
+    "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
+    "Work is done batch by batch along N (a large .npy is memory-mapped, a .npy output is written "
+    "batch by batch), with a progress line on stderr for large inputs or with --progress. An "
+    "existing output file is replaced only once the new one is complete.\n\n"
+    "Zarr stores (needs avgpool[dask]): INPUT or OUTPUT is a zarr store when it ends in .zarr or "
+    "is an existing directory; an input store is a zarr array, or a group with --key naming the "
+    "array. Then the work goes chunk by chunk with avgpool.dask, bit for bit the result above and "
+    "never the whole array in memory: the input is read in its own chunks or those --chunks gives "
+    "(e.g. 1,1,2048,2048, -1 for a whole axis, or auto; a .npy input is cut into them too), the "
+    "output chunks follow the input's, and a zarr output (zarr format 3) is written into a "
+    "temporary directory beside it and swapped in only when complete: an existing output store "
+    "(which must be a zarr array) is kept on any error or Ctrl-C. A progress bar goes to stderr "
+    "when it is a terminal or with --progress. ONNX and qlinear pool any zarr store; openvino and "
+    "onednn only where their windows and divisors are some ONNX AveragePool's on that input (else "
+    "exit 2). A .npz or image output from a zarr input is held in memory whole."
+)
+EXAMPLES = [
+    "avgpool pool photo.png small.png -k 2,2 -s 2,2",
+    "avgpool pool scan.zarr small.zarr -k 4,4 -s 4,4 --chunks 1,1,2048,2048 --progress",
+    "avgpool pool scans.zarr y.npy --key scan/raw -k 3,3 -p 1,1,1,1",
+    "avgpool pool x.npy y.npy -k 3,3 -p 1,1,1,1 --count-include-pad --opset 11",
+    "avgpool pool x.npz y.npz --key images -k 2,2 -s 2,2 --dialect openvino --rounding-type ceil",
+    "avgpool pool x.npy y.npy -k 2,2 -s 2,2 --dialect onednn --layout NCX",
+    "avgpool pool q.npy y.npy -k 2,2 --dialect qlinear --x-scale 0.1 --y-scale 0.1 --x-zero-point 128",
+]
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -69,13 +73,21 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     files = parser.add_argument_group("files and progress")
     files.add_argument("--key", help="the array to read from an .npz holding several, or from a zarr group")
     files.add_argument("--output-key", help="the array name in an .npz output (default: the input's key, or y)")
-    files.add_argument("--dtype", choices=["float16", "float32", "float64", "uint8", "int8"],
-                       help="convert the input to this dtype first")
-    files.add_argument("--batch-size", type=positive_int,
-                       help="samples along N per step (default: about 32 MB of input; files only)")
-    files.add_argument("--chunks", type=chunk_lengths, metavar="C1,C2,...|auto",
-                       help="with a zarr store: the chunks the input is read and pooled in, one length per axis "
-                            "(-1: the whole axis) or auto; default: the input store's own chunks (auto for a file)")
+    files.add_argument(
+        "--dtype",
+        choices=["float16", "float32", "float64", "uint8", "int8"],
+        help="convert the input to this dtype first",
+    )
+    files.add_argument(
+        "--batch-size", type=positive_int, help="samples along N per step (default: about 32 MB of input; files only)"
+    )
+    files.add_argument(
+        "--chunks",
+        type=chunk_lengths,
+        metavar="C1,C2,...|auto",
+        help="with a zarr store: the chunks the input is read and pooled in, one length per axis "
+        "(-1: the whole axis) or auto; default: the input store's own chunks (auto for a file)",
+    )
     files.add_argument("--progress", action="store_true", help="show a progress line on stderr")
     files.add_argument("--quiet", "-q", action="store_true", help="no summary line, no automatic progress")
 
@@ -99,8 +111,10 @@ class Progress:
         self.last_step = step
         elapsed = time.perf_counter() - self.start
         left = elapsed / done * (self.total - done) if done else 0.0
-        line = (f"avgpool: pooled {done}/{self.total} of N ({100 * done // max(self.total, 1)}%), {elapsed:.1f} s, "
-                f"~{left:.1f} s left")
+        line = (
+            f"avgpool: pooled {done}/{self.total} of N ({100 * done // max(self.total, 1)}%), {elapsed:.1f} s, "
+            f"~{left:.1f} s left"
+        )
         self.stream.write(("\r" + line) if self.tty else (line + "\n"))
         self.stream.flush()
 
@@ -116,7 +130,7 @@ def _pooled(x: Any, batch: int, compute: Any, progress: Progress) -> Iterator[np
     n = x.shape[0]
     for start in range(0, max(n, 1), batch):
         INTERRUPTS.check()
-        yield compute(x[start:start + batch])
+        yield compute(x[start : start + batch])
         progress.update(min(start + batch, n))
 
 
@@ -126,10 +140,10 @@ def _gathered(shape: tuple[int, ...], first: np.ndarray, rest: Iterator[np.ndarr
     if first.shape[0] == shape[0]:
         return first
     y = np.empty(shape, dtype=first.dtype)
-    y[:len(first)] = first
+    y[: len(first)] = first
     start = len(first)
     for block in rest:
-        y[start:start + len(block)] = block
+        y[start : start + len(block)] = block
         start += len(block)
     return y
 
@@ -150,8 +164,9 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     tensor = files.read_tensor(args.input, key=args.key)
     x = tensor.array
     if x.ndim < 3:
-        raise UsageError(f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... "
-                         "(at least 3 dimensions)")
+        raise UsageError(
+            f"{args.input} holds an array of shape {x.shape}: pooling needs N x C x D1 ... (at least 3 dimensions)"
+        )
     image_input = tensor.kind == "image"
     n = x.shape[0]
     per_sample = max(1, x.nbytes // max(n, 1))
@@ -160,9 +175,16 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     started = time.perf_counter()
 
     def compute(block: Any) -> np.ndarray:
-        return dialect.call(files.as_pool_input(block, dtype=args.dtype, image=image_input,
-                                             channels_last=settings.channels_last, quantized=dialect.quantized),
-                            settings)
+        return dialect.call(
+            files.as_pool_input(
+                block,
+                dtype=args.dtype,
+                image=image_input,
+                channels_last=settings.channels_last,
+                quantized=dialect.quantized,
+            ),
+            settings,
+        )
 
     pooled = _pooled(x, batch, compute, progress)
     first = next(pooled)
@@ -171,9 +193,11 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     progress.close()
     seconds = time.perf_counter() - started
     if not args.quiet:
-        print(f"{args.input} {'x'.join(map(str, x.shape))} {x.dtype} -> {dialect_label(args.dialect, settings)} "
-              f"({settings.describe()}) -> {args.output} {'x'.join(map(str, shape))} {first.dtype} in {seconds:.2f} s",
-              file=stdout)
+        print(
+            f"{args.input} {'x'.join(map(str, x.shape))} {x.dtype} -> {dialect_label(args.dialect, settings)} "
+            f"({settings.describe()}) -> {args.output} {'x'.join(map(str, shape))} {first.dtype} in {seconds:.2f} s",
+            file=stdout,
+        )
     return 0
 
 
@@ -188,8 +212,15 @@ def _output_kind(args: argparse.Namespace) -> str:
     return out_kind
 
 
-def _write(args: argparse.Namespace, out_kind: str, shape: tuple[int, ...], first: np.ndarray,
-           rest: Iterator[np.ndarray], channels_last: bool, input_key: str | None) -> None:
+def _write(
+    args: argparse.Namespace,
+    out_kind: str,
+    shape: tuple[int, ...],
+    first: np.ndarray,
+    rest: Iterator[np.ndarray],
+    channels_last: bool,
+    input_key: str | None,
+) -> None:
     """The pooled batches into the output file, which replaces any old one only once complete."""
     import itertools
 
@@ -202,5 +233,6 @@ def _write(args: argparse.Namespace, out_kind: str, shape: tuple[int, ...], firs
     else:
         y = _gathered(shape, first, rest)
         result = y.transpose(0, 3, 1, 2) if out_kind == "image" and channels_last and y.ndim == 4 else y
-        files.write_tensor(args.output, result, key=args.output_key or files.safe_member_name(input_key or "y"),
-                           commit=commit)
+        files.write_tensor(
+            args.output, result, key=args.output_key or files.safe_member_name(input_key or "y"), commit=commit
+        )

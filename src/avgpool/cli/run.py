@@ -20,23 +20,32 @@ if TYPE_CHECKING:
 
 
 SUMMARY = "run an ONNX model with onnx's ReferenceEvaluator and avgpool's pooling ops"
-DESCRIPTION = ("Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, GlobalAveragePool "
-               "and com.microsoft QLinearAveragePool and QLinearGlobalAveragePool (bound to the model's opset; a "
-               "model quantized by onnxruntime's quantizer runs). Inputs come from .npy/.npz files or "
-               "are generated (shapes from the model, symbolic dimensions set to 1); outputs go to NAME.npy files in "
-               "--output-dir. --check runs the model in onnxruntime too and prints the max abs / rel differences "
-               "(exit 1 beyond tolerance).")
-EXAMPLES = ["avgpool run model.onnx", "avgpool run model.onnx --input data_0=x.npy --output-dir out",
-            "avgpool run model.onnx --generate ramp --check --rtol 1e-3"]
+DESCRIPTION = (
+    "Run an ONNX model in onnx.reference.ReferenceEvaluator with avgpool's AveragePool, GlobalAveragePool "
+    "and com.microsoft QLinearAveragePool and QLinearGlobalAveragePool (bound to the model's opset; a "
+    "model quantized by onnxruntime's quantizer runs). Inputs come from .npy/.npz files or "
+    "are generated (shapes from the model, symbolic dimensions set to 1); outputs go to NAME.npy files in "
+    "--output-dir. --check runs the model in onnxruntime too and prints the max abs / rel differences "
+    "(exit 1 beyond tolerance)."
+)
+EXAMPLES = [
+    "avgpool run model.onnx",
+    "avgpool run model.onnx --input data_0=x.npy --output-dir out",
+    "avgpool run model.onnx --generate ramp --check --rtol 1e-3",
+]
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="the .onnx file")
-    parser.add_argument("--input", "-i", action="append", metavar="NAME=PATH",
-                        help="an input from .npy/.npz (repeatable)")
-    parser.add_argument("--generate", choices=["random", "ramp"], default="random",
-                        help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test "
-                             "ramp arange(n)/n")
+    parser.add_argument(
+        "--input", "-i", action="append", metavar="NAME=PATH", help="an input from .npy/.npz (repeatable)"
+    )
+    parser.add_argument(
+        "--generate",
+        choices=["random", "ramp"],
+        default="random",
+        help="data for inputs not given: seeded random in [0, 1) (default), or onnx's backend-test ramp arange(n)/n",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the generated inputs (default 0)")
     parser.add_argument("--output-dir", "-o", help="write every output to DIR/NAME.npy")
     parser.add_argument("--opset", type=int, help="bind the pooling ops to this opset (default: the model's)")
@@ -88,8 +97,9 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     except (AvgPoolError, DialectUnavailable):
         raise
     except Exception as err:  # noqa: BLE001 - e.g. a node type the evaluator has no implementation of
-        print(f"avgpool run: the reference evaluator cannot run this model: {type(err).__name__}: {err}",
-              file=sys.stderr)
+        print(
+            f"avgpool run: the reference evaluator cannot run this model: {type(err).__name__}: {err}", file=sys.stderr
+        )
         return 1
     names = list(evaluator.output_names)
     files = _output_files(args.output_dir, names) if args.output_dir else {}
@@ -158,8 +168,9 @@ def _feeds(specs: dict, given: dict[str, str], seed: int, kind: str, stdout: Tex
     return feeds
 
 
-def _write_outputs(args: argparse.Namespace, names: Sequence[str], outputs: Sequence[Any], files: dict[str, str],
-                   stdout: TextIO) -> None:
+def _write_outputs(
+    args: argparse.Namespace, names: Sequence[str], outputs: Sequence[Any], files: dict[str, str], stdout: TextIO
+) -> None:
     """A line per output (shape, dtype, range), each written to its file with --output-dir."""
     import numpy as np
 
@@ -180,8 +191,14 @@ def _write_outputs(args: argparse.Namespace, names: Sequence[str], outputs: Sequ
         print(line, file=stdout)
 
 
-def _check(args: argparse.Namespace, model: Any, feeds: dict[str, np.ndarray], names: Sequence[str],
-           outputs: Sequence[Any], stdout: TextIO) -> int:
+def _check(
+    args: argparse.Namespace,
+    model: Any,
+    feeds: dict[str, np.ndarray],
+    names: Sequence[str],
+    outputs: Sequence[Any],
+    stdout: TextIO,
+) -> int:
     """--check: each output against onnxruntime's, a line each; 1 when any differs beyond the tolerance."""
     import numpy as np
 
@@ -192,14 +209,18 @@ def _check(args: argparse.Namespace, model: Any, feeds: dict[str, np.ndarray], n
     except ImportError:
         raise
     except Exception as err:  # noqa: BLE001 - onnxruntime refusing the model: no comparison, one line
-        print(f"avgpool run: --check: onnxruntime cannot run this model: {type(err).__name__}: "
-              f"{' '.join(str(err).split())}", file=sys.stderr)
+        print(
+            f"avgpool run: --check: onnxruntime cannot run this model: {type(err).__name__}: "
+            f"{' '.join(str(err).split())}",
+            file=sys.stderr,
+        )
         return 1
     worst_ok = True
     for name, got, ref in zip(names, outputs, expected):
         abs_diff, rel_diff = avgpool_onnx.differences(ref, got)
-        ok = np.shape(got) == np.shape(ref) and bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol,
-                                                                equal_nan=True))
+        ok = np.shape(got) == np.shape(ref) and bool(
+            np.allclose(got, ref, rtol=args.rtol, atol=args.atol, equal_nan=True)
+        )
         worst_ok &= ok
         verdict = "ok" if ok else "DIFFERENT"
         if not ok and np.shape(got) == np.shape(ref):
@@ -208,6 +229,9 @@ def _check(args: argparse.Namespace, model: Any, feeds: dict[str, np.ndarray], n
             # (7 of 3872 values on a 3x3 pool of a model quantized by onnxruntime)
             close = np.isclose(got, ref, rtol=args.rtol, atol=args.atol, equal_nan=True)
             verdict += f": {int(close.size - np.count_nonzero(close))} of {close.size} values"
-        print(f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
-              f"[{verdict} at rtol {args.rtol:g}, atol {args.atol:g}]", file=stdout)
+        print(
+            f"check {name} against onnxruntime: max abs diff {abs_diff:.3g}, max rel diff {rel_diff:.3g} "
+            f"[{verdict} at rtol {args.rtol:g}, atol {args.atol:g}]",
+            file=stdout,
+        )
     return 0 if worst_ok else 1

@@ -13,8 +13,10 @@ if TYPE_CHECKING:
 
 SUMMARY = "output shape for an input shape, in any dialect"
 DESCRIPTION = "Shape inference alone: the output shape of the pooling."
-EXAMPLES = ["avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode",
-            "avgpool shape 1x1x5 -k 1 -s 3 --auto-pad same_upper --rounding-type ceil --dialect openvino"]
+EXAMPLES = [
+    "avgpool shape 1x3x32x32 -k 3,3 -s 2,2 --ceil-mode",
+    "avgpool shape 1x1x5 -k 1 -s 3 --auto-pad same_upper --rounding-type ceil --dialect openvino",
+]
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:

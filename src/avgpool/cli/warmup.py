@@ -10,11 +10,16 @@ if TYPE_CHECKING:
 
 
 SUMMARY = "load or compile the kernels ahead of the first call (container images, CI)"
-DESCRIPTION = ("Make each kind of first call once, so that later processes start warm: where the package ships "
-               "precompiled kernels for this CPU this only loads them; elsewhere it compiles them (up to a minute per "
-               "dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it).")
-EXAMPLES = ["avgpool warmup", "avgpool warmup float32 qlinear-uint8",
-            "NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile"]
+DESCRIPTION = (
+    "Make each kind of first call once, so that later processes start warm: where the package ships "
+    "precompiled kernels for this CPU this only loads them; elsewhere it compiles them (up to a minute per "
+    "dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it)."
+)
+EXAMPLES = [
+    "avgpool warmup",
+    "avgpool warmup float32 qlinear-uint8",
+    "NUMBA_CACHE_DIR=/opt/cache avgpool warmup    # e.g. in a Dockerfile",
+]
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -29,10 +34,13 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     from ..first_calls import cache_location, warmup
     from ..kernels import jit
 
-    warmup(args.kinds or None, report=lambda kind, seconds: print(f"{kind:26s} {seconds:6.2f} s", file=stdout,
-                                                                         flush=True))
+    warmup(
+        args.kinds or None, report=lambda kind, seconds: print(f"{kind:26s} {seconds:6.2f} s", file=stdout, flush=True)
+    )
     levels = jit.shipped_levels()
     print(f"precompiled kernels: {levels[0] if levels else 'none for this CPU, numba and Python'}", file=stdout)
-    print(f"kernels compiled here are kept in: {cache_location() or 'no writable folder (set NUMBA_CACHE_DIR)'}",
-          file=stdout)
+    print(
+        f"kernels compiled here are kept in: {cache_location() or 'no writable folder (set NUMBA_CACHE_DIR)'}",
+        file=stdout,
+    )
     return 0

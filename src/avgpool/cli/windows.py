@@ -34,12 +34,17 @@ from ..spec import Divisor, PadMode, PoolSpec, Rounding
 #: comparing the dialects window by window, drawing a picture.
 MAX_WINDOWS = 2**20
 
-ROUNDING_TEXT = {Rounding.FLOOR: "floor", Rounding.CEIL: "ceil (no drop rule)",
-                 Rounding.CEIL_DROP: "ceil with the drop rule"}
-DIVISOR_TEXT = {Divisor.VALID_TAPS: "taps inside the input",
-                Divisor.PADDED_TAPS: "taps inside the padded extent",
-                Divisor.FULL_KERNEL: "the full kernel",
-                Divisor.FULL_KERNEL_IF_PADDED: "the full kernel if any pad is non-zero, else taps inside the input"}
+ROUNDING_TEXT = {
+    Rounding.FLOOR: "floor",
+    Rounding.CEIL: "ceil (no drop rule)",
+    Rounding.CEIL_DROP: "ceil with the drop rule",
+}
+DIVISOR_TEXT = {
+    Divisor.VALID_TAPS: "taps inside the input",
+    Divisor.PADDED_TAPS: "taps inside the padded extent",
+    Divisor.FULL_KERNEL: "the full kernel",
+    Divisor.FULL_KERNEL_IF_PADDED: "the full kernel if any pad is non-zero, else taps inside the input",
+}
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ class Windows(Sequence[Window]):
 
     def __iter__(self) -> Iterator[Window]:
         for start in range(0, len(self), 4096):
-            yield from self[start:start + 4096]
+            yield from self[start : start + 4096]
 
     def _counts(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """First taps, taps in the input, taps in the padded extent, divisor factors."""
@@ -104,8 +109,17 @@ class Windows(Sequence[Window]):
     def _windows(self, index: np.ndarray) -> list[Window]:
         g = self.geometry
         rows = zip(index.tolist(), *(column.tolist() for column in self._counts(index)))
-        return [Window(o, range(first, first + g.kernel * g.dilation, g.dilation), inside, padded - inside,
-                       g.kernel - padded, divisor) for o, first, inside, padded, divisor in rows]
+        return [
+            Window(
+                o,
+                range(first, first + g.kernel * g.dilation, g.dilation),
+                inside,
+                padded - inside,
+                g.kernel - padded,
+                divisor,
+            )
+            for o, first, inside, padded, divisor in rows
+        ]
 
     def divisors(self) -> np.ndarray:
         """Every window's divisor factor (at most MAX_WINDOWS of them)."""
@@ -128,14 +142,21 @@ def describe(spec: PoolSpec, spatial_shape: Sequence[int]) -> tuple[AxisWindows,
     return tuple(AxisWindows(axis, g, Windows(g, spec.divisor, any_pad)) for axis, g in enumerate(geometry))
 
 
-def _check_enumerable(axes: Sequence[AxisWindows], purpose: str, remedy: str = "", what: str = "windows",
-                      count: Any = lambda axis: len(axis.windows)) -> None:
+def _check_enumerable(
+    axes: Sequence[AxisWindows],
+    purpose: str,
+    remedy: str = "",
+    what: str = "windows",
+    count: Any = lambda axis: len(axis.windows),
+) -> None:
     """Refuse, in one line, what would take every window (or column) of an axis with too many."""
     for axis in axes:
         n = count(axis)
         if n > MAX_WINDOWS:
-            raise AvgPoolError(f"axis {axis.axis} has {n} {what}, too many {purpose} (at most {MAX_WINDOWS} per "
-                               f"axis){': ' + remedy if remedy else ''}")
+            raise AvgPoolError(
+                f"axis {axis.axis} has {n} {what}, too many {purpose} (at most {MAX_WINDOWS} per "
+                f"axis){': ' + remedy if remedy else ''}"
+            )
 
 
 # ---------------------------------------------------------------- dialect comparison
@@ -178,8 +199,9 @@ def difference_lines(reference: tuple[AxisWindows, ...], outcome: DialectOutcome
         a, b = mine.windows.divisors(), theirs.windows.divisors()
         diffs = np.flatnonzero(a != b)
         for index in diffs[:limit].tolist():
-            lines.append(f"axis {mine.axis} window {index}: divisor factor {_num(b[index])} "
-                         f"instead of {_num(a[index])}")
+            lines.append(
+                f"axis {mine.axis} window {index}: divisor factor {_num(b[index])} instead of {_num(a[index])}"
+            )
         if len(diffs) > limit:
             lines.append(f"axis {mine.axis}: {len(diffs) - limit} more windows with a different divisor")
     return lines or ["same shape, same divisors"]
@@ -210,10 +232,16 @@ def _extent(axis: AxisWindows) -> tuple[int, int]:
 
 def axis_header(axis: AxisWindows, spec: PoolSpec) -> str:
     g = axis.geometry
-    mode = {PadMode.EXPLICIT: "explicit", PadMode.SAME_UPPER: "SAME_UPPER", PadMode.SAME_LOWER: "SAME_LOWER",
-            PadMode.VALID: "VALID"}[spec.pad_mode]
-    return (f"axis {axis.axis}: length {g.length}, kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, "
-            f"pads {g.pad_begin}/{g.pad_end} ({mode}), {ROUNDING_TEXT[spec.rounding]} -> {g.out} windows")
+    mode = {
+        PadMode.EXPLICIT: "explicit",
+        PadMode.SAME_UPPER: "SAME_UPPER",
+        PadMode.SAME_LOWER: "SAME_LOWER",
+        PadMode.VALID: "VALID",
+    }[spec.pad_mode]
+    return (
+        f"axis {axis.axis}: length {g.length}, kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, "
+        f"pads {g.pad_begin}/{g.pad_end} ({mode}), {ROUNDING_TEXT[spec.rounding]} -> {g.out} windows"
+    )
 
 
 def axis_lines(axis: AxisWindows, *, max_windows: int = 64, diagram_width: int = 80) -> list[str]:
@@ -222,11 +250,15 @@ def axis_lines(axis: AxisWindows, *, max_windows: int = 64, diagram_width: int =
     g = axis.geometry
     draw = hi - lo <= min(diagram_width, MAX_WINDOWS)
     shown = axis.windows if max_windows <= 0 else axis.windows[:max_windows]
-    lines = ["  window  first tap  taps in input / in padding / past padding  divisor"
-             + ("   " + "".join(_cell(p, g) for p in range(lo, hi)) if draw else "")]
+    lines = [
+        "  window  first tap  taps in input / in padding / past padding  divisor"
+        + ("   " + "".join(_cell(p, g) for p in range(lo, hi)) if draw else "")
+    ]
     for w in shown:
-        row = (f"  {w.index:>6}  {w.first_tap:>9}  {w.in_input:>13} / {w.in_padding:>10} / {w.past_padding:>12}  "
-               f"{_num(w.divisor):>7}")
+        row = (
+            f"  {w.index:>6}  {w.first_tap:>9}  {w.in_input:>13} / {w.in_padding:>10} / {w.past_padding:>12}  "
+            f"{_num(w.divisor):>7}"
+        )
         if draw:
             marks = [" "] * (hi - lo)
             for p in range(w.taps[0], w.taps[-1] + 1):
@@ -243,13 +275,24 @@ def axis_lines(axis: AxisWindows, *, max_windows: int = 64, diagram_width: int =
     return lines
 
 
-LEGEND = ("diagram: digits = input index mod 10, p = padding, - = past the padding;"
-          " # tap in the input, P tap in the padding, X tap past the padding, . skipped by dilation")
+LEGEND = (
+    "diagram: digits = input index mod 10, p = padding, - = past the padding;"
+    " # tap in the input, P tap in the padding, X tap past the padding, . skipped by dilation"
+)
 
 
-def explain_text(settings: Settings, dialect_label: str, spec: PoolSpec, input_shape: Sequence[int],
-                 spatial_shape: Sequence[int], output_shape: Sequence[int], *, max_windows: int = 64,
-                 diagram_width: int = 80, compare: bool = True) -> str:
+def explain_text(
+    settings: Settings,
+    dialect_label: str,
+    spec: PoolSpec,
+    input_shape: Sequence[int],
+    spatial_shape: Sequence[int],
+    output_shape: Sequence[int],
+    *,
+    max_windows: int = 64,
+    diagram_width: int = 80,
+    compare: bool = True,
+) -> str:
     """The whole ``avgpool explain`` report."""
     axes = describe(spec, spatial_shape)
     if max_windows <= 0:
@@ -258,11 +301,14 @@ def explain_text(settings: Settings, dialect_label: str, spec: PoolSpec, input_s
         _check_enumerable(axes, "to compare with the other dialects", "add --no-compare")
     begin = [a.geometry.pad_begin for a in axes]
     end = [a.geometry.pad_end for a in axes]
-    lines = [f"{dialect_label} on input {'x'.join(map(str, input_shape))}: {settings.describe()}",
-             f"output shape: {'x'.join(map(str, output_shape))}",
-             f"resolved pads: begin {begin}, end {end} (ONNX pads {begin + end})",
-             f"divisor: the product over axes of each axis's factor; factor = {DIVISOR_TEXT[spec.divisor]}",
-             LEGEND, ""]
+    lines = [
+        f"{dialect_label} on input {'x'.join(map(str, input_shape))}: {settings.describe()}",
+        f"output shape: {'x'.join(map(str, output_shape))}",
+        f"resolved pads: begin {begin}, end {end} (ONNX pads {begin + end})",
+        f"divisor: the product over axes of each axis's factor; factor = {DIVISOR_TEXT[spec.divisor]}",
+        LEGEND,
+        "",
+    ]
     for axis in axes:
         lines.append(axis_header(axis, spec))
         lines.extend(axis_lines(axis, max_windows=max_windows, diagram_width=diagram_width))
@@ -278,8 +324,15 @@ def explain_text(settings: Settings, dialect_label: str, spec: PoolSpec, input_s
 
 # ---------------------------------------------------------------- pictures
 
-_COLOURS = {"input": "#dbe9f6", "pad": "#f6e3c6", "past": "#eeeeee",
-            "#": "#2b6cb0", "P": "#dd8a2b", "X": "#b0b0b0", ".": "#ffffff"}
+_COLOURS = {
+    "input": "#dbe9f6",
+    "pad": "#f6e3c6",
+    "past": "#eeeeee",
+    "#": "#2b6cb0",
+    "P": "#dd8a2b",
+    "X": "#b0b0b0",
+    ".": "#ffffff",
+}
 _CELL, _ROW_LABEL = 18, 150
 #: The largest PNG diagram drawn (3 bytes a pixel in memory, Pillow's own limit against
 #: decompression bombs about 89 million).
@@ -295,17 +348,23 @@ def _picture_rows(axes: Sequence[AxisWindows], max_windows: int) -> list[tuple[s
     for axis in axes:
         g = axis.geometry
         lo, hi = _extent(axis)
-        rows.append((f"axis {axis.axis}: L={g.length} k={g.kernel} s={g.stride} d={g.dilation} "
-                     f"pads {g.pad_begin}/{g.pad_end}", None))
+        rows.append(
+            (
+                f"axis {axis.axis}: L={g.length} k={g.kernel} s={g.stride} d={g.dilation} "
+                f"pads {g.pad_begin}/{g.pad_end}",
+                None,
+            )
+        )
         cells = []
         for p in range(lo, hi):
             kind = "input" if 0 <= p < g.length else ("pad" if p < g.length + g.pad_end else "past")
             cells.append((p - lo, kind, str(p) if kind == "input" else ""))
         rows.append(("input", cells))
-        for w in (axis.windows if max_windows <= 0 else axis.windows[:max_windows]):
+        for w in axis.windows if max_windows <= 0 else axis.windows[:max_windows]:
             marks = [(p - lo, ".", "") for p in range(w.taps[0], w.taps[-1] + 1) if p not in w.taps]
-            marks += [(t - lo, "#" if 0 <= t < g.length else ("P" if t < g.length + g.pad_end else "X"), "")
-                      for t in w.taps]
+            marks += [
+                (t - lo, "#" if 0 <= t < g.length else ("P" if t < g.length + g.pad_end else "X"), "") for t in w.taps
+            ]
             rows.append((f"o={w.index}  /{_num(w.divisor)}", marks))
     return rows
 
@@ -318,23 +377,29 @@ def svg(axes: Sequence[AxisWindows], *, max_windows: int = 64, title: str = "") 
     columns = max((c for _, cells in rows if cells for c, _, _ in cells), default=0) + 1
     width = _ROW_LABEL + columns * _CELL + 20
     height = (len(rows) + 2) * (_CELL + 4) + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="monospace" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="8" y="16" font-weight="bold">{escape(title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="monospace" font-size="11">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="8" y="16" font-weight="bold">{escape(title)}</text>',
+    ]
     y = _CELL + 14
     for label, cells in rows:
         weight = ' font-weight="bold"' if cells is None else ""
         out.append(f'<text x="8" y="{y + 13}"{weight}>{escape(label)}</text>')
         for column, kind, text in cells or ():
             x = _ROW_LABEL + column * _CELL
-            out.append(f'<rect x="{x}" y="{y}" width="{_CELL - 2}" height="{_CELL - 2}" '
-                       f'fill="{_COLOURS[kind]}" stroke="#888"/>')
+            out.append(
+                f'<rect x="{x}" y="{y}" width="{_CELL - 2}" height="{_CELL - 2}" '
+                f'fill="{_COLOURS[kind]}" stroke="#888"/>'
+            )
             if text:
                 out.append(f'<text x="{x + 2}" y="{y + 12}" font-size="9">{escape(text)}</text>')
         y += _CELL + 4
-    out.append(f'<text x="8" y="{y + 13}">blue: tap in the input, orange: tap in the padding, '
-               'grey: tap past the padding, white: skipped by dilation</text>')
+    out.append(
+        f'<text x="8" y="{y + 13}">blue: tap in the input, orange: tap in the padding, '
+        "grey: tap past the padding, white: skipped by dilation</text>"
+    )
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -350,8 +415,10 @@ def png(axes: Sequence[AxisWindows], fp: BinaryIO, *, max_windows: int = 64, tit
     width = _ROW_LABEL + columns * _CELL + 20
     height = (len(rows) + 2) * (_CELL + 4) + 10
     if width * height > PNG_MAX_PIXELS:  # 1x1x20000 asked for 2.2 GB, 1x1x200000 for ~16 GB
-        raise AvgPoolError(f"the PNG would be {width} x {height} pixels ({columns} positions of the input in a row), "
-                           f"more than {PNG_MAX_PIXELS:,}: write an SVG (--svg) or explain a shorter input")
+        raise AvgPoolError(
+            f"the PNG would be {width} x {height} pixels ({columns} positions of the input in a row), "
+            f"more than {PNG_MAX_PIXELS:,}: write an SVG (--svg) or explain a shorter input"
+        )
     image = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(image)
     draw.text((8, 4), title, fill="black")
@@ -366,4 +433,3 @@ def png(axes: Sequence[AxisWindows], fp: BinaryIO, *, max_windows: int = 64, tit
         y += _CELL + 4
     draw.text((8, y + 3), "blue: tap in the input, orange: in the padding, grey: past the padding", fill="black")
     image.save(fp, format="PNG")
-

@@ -19,8 +19,12 @@ from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 
 LABEL = "oneDNN AvgPool"
 
-_AUTO_PAD = {"None": PadMode.EXPLICIT, "SAME_UPPER": PadMode.SAME_UPPER,
-             "SAME_LOWER": PadMode.SAME_LOWER, "VALID": PadMode.VALID}
+_AUTO_PAD = {
+    "None": PadMode.EXPLICIT,
+    "SAME_UPPER": PadMode.SAME_UPPER,
+    "SAME_LOWER": PadMode.SAME_LOWER,
+    "VALID": PadMode.VALID,
+}
 _ROUNDING = {"floor": Rounding.FLOOR, "ceil": Rounding.CEIL}
 DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 DTYPES_TEXT = "float32, bfloat16 or float16"
@@ -30,13 +34,24 @@ def parse_layout(data_format: Any) -> Layout:
     return Layout(as_choice("data_format", data_format, ("NXC", "NCX")))
 
 
-def make_spec(input_shape: tuple[int, ...], layout: Layout, kernel: Any, *, strides: Any, pads_begin: Any,
-              pads_end: Any, exclude_pad: Any, rounding_type: Any = "floor", auto_pad: Any = "None") -> PoolSpec:
+def make_spec(
+    input_shape: tuple[int, ...],
+    layout: Layout,
+    kernel: Any,
+    *,
+    strides: Any,
+    pads_begin: Any,
+    pads_end: Any,
+    exclude_pad: Any,
+    rounding_type: Any = "floor",
+    auto_pad: Any = "None",
+) -> PoolSpec:
     """Validate oneDNN Graph AvgPool attributes for an input shape and translate them."""
     rank = len(input_shape)
     if rank not in (3, 4, 5):
-        raise AvgPoolError(f"the input has rank {rank} (shape {tuple(input_shape)}): "
-                           "oneDNN pooling takes rank 3, 4 or 5")
+        raise AvgPoolError(
+            f"the input has rank {rank} (shape {tuple(input_shape)}): oneDNN pooling takes rank 3, 4 or 5"
+        )
     n = rank - 2
     spatial = tuple(input_shape[a] for a in layout.spatial_axes(rank))
     axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
@@ -50,9 +65,12 @@ def make_spec(input_shape: tuple[int, ...], layout: Layout, kernel: Any, *, stri
     if rounding is Rounding.CEIL and not exclude:
         raise AvgPoolError("`rounding_type` 'ceil' with `exclude_pad` false is documented as unsupported by oneDNN")
     spec = PoolSpec(
-        kernel=kernel_, strides=strides_, dilations=(1,) * n,
+        kernel=kernel_,
+        strides=strides_,
+        dilations=(1,) * n,
         pads=tuple(zip(begins, ends)) if mode is PadMode.EXPLICIT else ((0, 0),) * n,  # auto_pad overwrites them
-        pad_mode=mode, rounding=rounding,
+        pad_mode=mode,
+        rounding=rounding,
         divisor=Divisor.VALID_TAPS if exclude else Divisor.FULL_KERNEL,
     )
     if exclude:
@@ -68,13 +86,19 @@ def _check_no_window_of_padding_only(spec: PoolSpec, spatial: tuple[int, ...]) -
         k, s = spec.kernel[axis], spec.strides[axis]
         begin, end = resolved_pads(spec, axis, length)
         if begin >= k or end >= k:
-            raise AvgPoolError(f"`pads_begin`/`pads_end` ({begin}, {end}) on axis {axis} with `exclude_pad` true: "
-                               f"oneDNN refuses a pad as long as the kernel ({k}), a window of padding only")
+            raise AvgPoolError(
+                f"`pads_begin`/`pads_end` ({begin}, {end}) on axis {axis} with `exclude_pad` true: "
+                f"oneDNN refuses a pad as long as the kernel ({k}), a window of padding only"
+            )
         if length == 0:
-            raise AvgPoolError(f"spatial axis {axis} has length 0 with `exclude_pad` true: oneDNN refuses it "
-                               f"(every window is padding only)")
+            raise AvgPoolError(
+                f"spatial axis {axis} has length 0 with `exclude_pad` true: oneDNN refuses it "
+                f"(every window is padding only)"
+            )
         out = output_length(length + begin + end, k, s, length + begin, spec.rounding)
         if out > 0 and (out - 1) * s - begin >= length:
-            raise AvgPoolError(f"`rounding_type` 'ceil' on axis {axis} (length {length}, kernel {k}, stride {s}, pads "
-                               f"{begin} + {end}) gives a last window starting past the input with `exclude_pad` "
-                               f"true, which oneDNN refuses")
+            raise AvgPoolError(
+                f"`rounding_type` 'ceil' on axis {axis} (length {length}, kernel {k}, stride {s}, pads "
+                f"{begin} + {end}) gives a last window starting past the input with `exclude_pad` "
+                f"true, which oneDNN refuses"
+            )

@@ -16,8 +16,12 @@ VERSIONS = (1, 7, 10, 11, 19, 22)
 #: The newest opset checked to still use AveragePool-22 (onnx 1.23).
 NEWEST_KNOWN_OPSET = 28
 
-_AUTO_PAD = {"NOTSET": PadMode.EXPLICIT, "SAME_UPPER": PadMode.SAME_UPPER,
-             "SAME_LOWER": PadMode.SAME_LOWER, "VALID": PadMode.VALID}
+_AUTO_PAD = {
+    "NOTSET": PadMode.EXPLICIT,
+    "SAME_UPPER": PadMode.SAME_UPPER,
+    "SAME_LOWER": PadMode.SAME_LOWER,
+    "VALID": PadMode.VALID,
+}
 _FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -57,13 +61,23 @@ def auto_pad_name(auto_pad: Any) -> str:
 
 
 def _absent_before(name: str, since: int, version: int) -> AvgPoolError:
-    return AvgPoolError(f"`{name}` does not exist before AveragePool-{since} (opset {since}); "
-                        f"this is AveragePool-{version}")
+    return AvgPoolError(
+        f"`{name}` does not exist before AveragePool-{since} (opset {since}); this is AveragePool-{version}"
+    )
 
 
-def make_spec(version: int, input_shape: tuple[int, ...], kernel_shape: Any, *, strides: Any = None, pads: Any = None,
-              auto_pad: Any = "NOTSET", ceil_mode: Any = False, count_include_pad: Any = False,
-              dilations: Any = None) -> PoolSpec:
+def make_spec(
+    version: int,
+    input_shape: tuple[int, ...],
+    kernel_shape: Any,
+    *,
+    strides: Any = None,
+    pads: Any = None,
+    auto_pad: Any = "NOTSET",
+    ceil_mode: Any = False,
+    count_include_pad: Any = False,
+    dilations: Any = None,
+) -> PoolSpec:
     """Validate ONNX attributes for an input shape and translate them."""
     n = len(input_shape) - 2
     axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
@@ -72,12 +86,18 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel_shape: Any, *, 
     if dilations is not None and version < 19:
         raise _absent_before("dilations", 19, version)
     dilations_ = (1,) * n if dilations is None else as_int_tuple("dilations", dilations, n, axes_text, minimum=1)
-    flat_pads = (0,) * (2 * n) if pads is None else as_int_tuple(
-        "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0)
+    flat_pads = (
+        (0,) * (2 * n)
+        if pads is None
+        else as_int_tuple(
+            "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0
+        )
+    )
     mode = _AUTO_PAD[auto_pad_name(auto_pad)]
     if mode is not PadMode.EXPLICIT and any(flat_pads):
-        raise AvgPoolError(f"`pads` is {flat_pads} with `auto_pad` {auto_pad!r}: "
-                           "explicit pads cannot be used with auto_pad")
+        raise AvgPoolError(
+            f"`pads` is {flat_pads} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with auto_pad"
+        )
     ceil = as_flag("ceil_mode", ceil_mode)
     if ceil and version < 10:
         raise _absent_before("ceil_mode", 10, version)
@@ -87,7 +107,11 @@ def make_spec(version: int, input_shape: tuple[int, ...], kernel_shape: Any, *, 
     # SAME gives ceil(L / s) outputs whatever ceil_mode says (semantics 3.1): floor after the pads.
     rounding = Rounding.CEIL_DROP if ceil and mode not in (PadMode.SAME_UPPER, PadMode.SAME_LOWER) else Rounding.FLOOR
     return PoolSpec(
-        kernel=kernel, strides=strides_, dilations=dilations_,
-        pads=tuple(zip(flat_pads[:n], flat_pads[n:])), pad_mode=mode, rounding=rounding,
+        kernel=kernel,
+        strides=strides_,
+        dilations=dilations_,
+        pads=tuple(zip(flat_pads[:n], flat_pads[n:])),
+        pad_mode=mode,
+        rounding=rounding,
         divisor=Divisor.PADDED_TAPS if include_pad else Divisor.VALID_TAPS,
     )

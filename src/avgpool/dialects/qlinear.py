@@ -23,8 +23,19 @@ from .onnx import auto_pad_name
 
 # Geometry, QuantParams and global_scale are the core's (avgpool.quantized: what the engine computes
 # with), named from here too
-__all__ = ["DTYPES", "LABEL", "Geometry", "QuantParams", "check_dtype", "global_scale", "make_geometry",
-           "make_quant_params", "ort_axis", "parse_scale", "parse_zero_point"]
+__all__ = [
+    "DTYPES",
+    "LABEL",
+    "Geometry",
+    "QuantParams",
+    "check_dtype",
+    "global_scale",
+    "make_geometry",
+    "make_quant_params",
+    "ort_axis",
+    "parse_scale",
+    "parse_zero_point",
+]
 
 LABEL = "QLinearAveragePool"
 
@@ -45,8 +56,9 @@ def _trunc_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-def ort_axis(length: int, kernel: int, stride: int, pads: tuple[int, int], auto_pad: str,
-             ceil: bool) -> tuple[int, int, int]:
+def ort_axis(
+    length: int, kernel: int, stride: int, pads: tuple[int, int], auto_pad: str, ceil: bool
+) -> tuple[int, int, int]:
     """onnxruntime's (pad_begin, pad_end, output length) for one axis (PoolAttributes,
     onnxruntime 1.31), with these differences from ONNX AveragePool (semantics 2, 3):
 
@@ -73,8 +85,16 @@ def ort_axis(length: int, kernel: int, stride: int, pads: tuple[int, int], auto_
     return pb, pe, out
 
 
-def make_geometry(input_shape: tuple[int, ...], kernel_shape: Any, strides: Any, pads: Any, auto_pad: Any,
-                  ceil_mode: Any, count_include_pad: Any, channels_last: Any) -> Geometry:
+def make_geometry(
+    input_shape: tuple[int, ...],
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    channels_last: Any,
+) -> Geometry:
     """Validate the attributes for an input shape and translate them (onnxruntime's geometry)."""
     layout = Layout.NXC if as_flag("channels_last", channels_last) else Layout.NCX
     spatial = _spatial(input_shape, layout)
@@ -82,46 +102,72 @@ def make_geometry(input_shape: tuple[int, ...], kernel_shape: Any, strides: Any,
     axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
     kernel = as_int_tuple("kernel_shape", kernel_shape, n, axes_text, minimum=1)
     strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
-    flat = (0,) * (2 * n) if pads is None else as_int_tuple(
-        "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0)
+    flat = (
+        (0,) * (2 * n)
+        if pads is None
+        else as_int_tuple(
+            "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0
+        )
+    )
     mode = auto_pad_name(auto_pad)  # "" is NOTSET, as onnxruntime reads it
     if mode != "NOTSET" and any(flat):
-        raise AvgPoolError(f"`pads` is {flat} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with "
-                           "auto_pad (onnxruntime silently ignores them; avgpool follows the spec and refuses)")
+        raise AvgPoolError(
+            f"`pads` is {flat} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with "
+            "auto_pad (onnxruntime silently ignores them; avgpool follows the spec and refuses)"
+        )
     for axis, k in enumerate(kernel):
         if flat[axis] >= k or flat[axis + n] >= k:
-            raise AvgPoolError(f"`pads` is {flat}: on spatial axis {axis} a pad is not smaller than the kernel "
-                               f"size {k} (onnxruntime refuses pads >= kernel_shape)")
+            raise AvgPoolError(
+                f"`pads` is {flat}: on spatial axis {axis} a pad is not smaller than the kernel "
+                f"size {k} (onnxruntime refuses pads >= kernel_shape)"
+            )
     ceil = as_flag("ceil_mode", ceil_mode)
     include_pad = as_flag("count_include_pad", count_include_pad)
     canonical_pads, ort_pads_zero = _canonical_pads(spatial, kernel, strides_, flat, mode, ceil)
-    spec = PoolSpec(kernel=kernel, strides=strides_, dilations=(1,) * n, pads=canonical_pads,
-                    pad_mode=PadMode.EXPLICIT, rounding=Rounding.FLOOR,
-                    divisor=Divisor.FULL_KERNEL if include_pad else Divisor.VALID_TAPS)
+    spec = PoolSpec(
+        kernel=kernel,
+        strides=strides_,
+        dilations=(1,) * n,
+        pads=canonical_pads,
+        pad_mode=PadMode.EXPLICIT,
+        rounding=Rounding.FLOOR,
+        divisor=Divisor.FULL_KERNEL if include_pad else Divisor.VALID_TAPS,
+    )
     global_path = ort_pads_zero and kernel == spatial
     image_size = math.prod(kernel)
     if global_path and image_size >= GLOBAL_MAX_IMAGE:
         raise AvgPoolError(
             f"`kernel_shape` {kernel} covers the whole input, so onnxruntime takes its integer global-average "
-            f"path, which refuses windows of {GLOBAL_MAX_IMAGE} (2**24) elements or more; this one has {image_size}")
+            f"path, which refuses windows of {GLOBAL_MAX_IMAGE} (2**24) elements or more; this one has {image_size}"
+        )
     return Geometry(spec, layout, global_path, image_size)
 
 
 def _spatial(input_shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     """The spatial sizes of an input shape onnxruntime accepts: rank 3 or more, and only N may be 0."""
     if len(input_shape) < 3:
-        raise AvgPoolError(f"`X` has rank {len(input_shape)} (shape {tuple(input_shape)}): it needs at least 3 "
-                           f"dimensions ({'N x D1 ... x C' if layout is Layout.NXC else 'N x C x D1 ...'})")
+        raise AvgPoolError(
+            f"`X` has rank {len(input_shape)} (shape {tuple(input_shape)}): it needs at least 3 "
+            f"dimensions ({'N x D1 ... x C' if layout is Layout.NXC else 'N x C x D1 ...'})"
+        )
     spatial = tuple(input_shape[a] for a in layout.spatial_axes(len(input_shape)))
     channels = input_shape[-1] if layout is Layout.NXC else input_shape[1]
     if channels == 0 or 0 in spatial:
-        raise AvgPoolError(f"`X` has shape {tuple(input_shape)}: only the batch size N may be 0 "
-                           "(onnxruntime rejects empty channel or spatial axes)")
+        raise AvgPoolError(
+            f"`X` has shape {tuple(input_shape)}: only the batch size N may be 0 "
+            "(onnxruntime rejects empty channel or spatial axes)"
+        )
     return spatial
 
 
-def _canonical_pads(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...],
-                    flat: tuple[int, ...], mode: str, ceil: bool) -> tuple[tuple[tuple[int, int], ...], bool]:
+def _canonical_pads(
+    spatial: tuple[int, ...],
+    kernel: tuple[int, ...],
+    strides: tuple[int, ...],
+    flat: tuple[int, ...],
+    mode: str,
+    ceil: bool,
+) -> tuple[tuple[tuple[int, int], ...], bool]:
     """Per axis, explicit (begin, end) pads under which floor rounding gives onnxruntime's windows
     (:func:`ort_axis`), and whether onnxruntime's own pads are all 0."""
     n = len(spatial)
@@ -133,7 +179,8 @@ def _canonical_pads(spatial: tuple[int, ...], kernel: tuple[int, ...], strides: 
         if out < 0:
             raise AvgPoolError(
                 f"spatial axis {axis} has no output ({out}): the input length {length} plus pads {pb} + {pe} is "
-                f"shorter than the kernel {kernel[axis]} (stride {strides[axis]})")
+                f"shorter than the kernel {kernel[axis]} (stride {strides[axis]})"
+            )
         ort_pads_zero = ort_pads_zero and pb == 0 and pe == 0
         # The end pad only decides how many windows there are (the divisor rules used here never
         # read it): choose it so that floor rounding gives exactly onnxruntime's output length.
@@ -145,13 +192,17 @@ def _scalar(name: str, value: Any) -> Any:
     """The single element of a scalar or 1-element 1-D input (onnxruntime's IsScalarOr1ElementVector)."""
     if isinstance(value, np.ndarray):
         if value.ndim > 1 or value.size != 1:
-            raise AvgPoolError(f"`{name}` has shape {value.shape}: it must be a scalar or a 1-D tensor of 1 element "
-                               "(per-tensor quantisation)")
+            raise AvgPoolError(
+                f"`{name}` has shape {value.shape}: it must be a scalar or a 1-D tensor of 1 element "
+                "(per-tensor quantisation)"
+            )
         return value.reshape(())[()]
     if isinstance(value, (list, tuple)):
         if len(value) != 1:
-            raise AvgPoolError(f"`{name}` has {len(value)} values: it must be a scalar or a 1-D tensor of 1 element "
-                               "(per-tensor quantisation)")
+            raise AvgPoolError(
+                f"`{name}` has {len(value)} values: it must be a scalar or a 1-D tensor of 1 element "
+                "(per-tensor quantisation)"
+            )
         return value[0]
     return value
 
@@ -169,8 +220,10 @@ def parse_scale(name: str, value: Any) -> np.float32:
             scale = np.float32(value)
     if not math.isfinite(scale):
         given = f"{value!r}, as float32 " if math.isfinite(value) else ""  # a finite value beyond float32
-        raise AvgPoolError(f"`{name}` is {given}{float(scale)}: it must be finite (onnxruntime's float-to-int "
-                           "conversion of the result would be undefined)")
+        raise AvgPoolError(
+            f"`{name}` is {given}{float(scale)}: it must be finite (onnxruntime's float-to-int "
+            "conversion of the result would be undefined)"
+        )
     return scale
 
 
@@ -197,6 +250,11 @@ def make_quant_params(dtype: np.dtype, x_scale: Any, x_zero_point: Any, y_scale:
     if ys == 0:
         raise AvgPoolError("`y_scale` is 0: it must be non-zero (the output is divided by it)")
     low, high = _BOUNDS[dtype]
-    return QuantParams(xs, parse_zero_point("x_zero_point", x_zero_point, dtype), ys,
-                       parse_zero_point("y_zero_point", y_zero_point, dtype), low, high)
-
+    return QuantParams(
+        xs,
+        parse_zero_point("x_zero_point", x_zero_point, dtype),
+        ys,
+        parse_zero_point("y_zero_point", y_zero_point, dtype),
+        low,
+        high,
+    )

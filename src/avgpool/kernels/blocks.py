@@ -139,8 +139,9 @@ def _streaming_block_pass(src, s0, dst, d0, length, n_out, inner, t0, splits, sc
         start = b * block
         _partial_block(src, s0, start, min(start + block, length), inner, suffix, ZERO, YES)
         if b + 1 < blocks:
-            _partial_block(src, s0, start + block, min(start + 2 * block, length), inner, prefix,
-                           ((b + 1) % 2) * span, NO)
+            _partial_block(
+                src, s0, start + block, min(start + 2 * block, length), inner, prefix, ((b + 1) % 2) * span, NO
+            )
         here, after = (b % 2) * span, ((b + 1) % 2) * span
         while o < n_out and splits[t0 + o, 2] <= b:
             w = U(d0 + o * inner)

@@ -56,38 +56,48 @@ def _word_pointer(context, builder, array_type, array, index):
 @intrinsic
 def _load(typingctx, board, index):
     """``board[index]``, an atomic acquire load (never hoisted out of a loop)."""
+
     def codegen(context, builder, signature, args):
         return builder.load_atomic(_word_pointer(context, builder, signature.args[0], *args), "acquire", 8)
+
     return types.int64(board, index), codegen
 
 
 @intrinsic
 def _store(typingctx, board, index, value):
     """``board[index] = value``, an atomic release store."""
+
     def codegen(context, builder, signature, args):
-        builder.store_atomic(args[2], _word_pointer(context, builder, signature.args[0], args[0], args[1]),
-                             "release", 8)
+        builder.store_atomic(
+            args[2], _word_pointer(context, builder, signature.args[0], args[0], args[1]), "release", 8
+        )
         return context.get_dummy_value()
+
     return types.none(board, index, types.int64), codegen
 
 
 @intrinsic
 def _add(typingctx, board, index, value):
     """Atomically ``board[index] += value``."""
+
     def codegen(context, builder, signature, args):
-        builder.atomic_rmw("add", _word_pointer(context, builder, signature.args[0], args[0], args[1]), args[2],
-                           "seq_cst")
+        builder.atomic_rmw(
+            "add", _word_pointer(context, builder, signature.args[0], args[0], args[1]), args[2], "seq_cst"
+        )
         return context.get_dummy_value()
+
     return types.none(board, index, types.int64), codegen
 
 
 @intrinsic
 def _swap(typingctx, board, index, expected, value):
     """Compare-and-swap ``board[index]`` from ``expected`` to ``value``: True if it was done."""
+
     def codegen(context, builder, signature, args):
         pointer = _word_pointer(context, builder, signature.args[0], args[0], args[1])
         result = builder.cmpxchg(pointer, args[2], args[3], "seq_cst", "seq_cst")
         return builder.extract_value(result, 1)
+
     return types.boolean(board, index, types.int64, types.int64), codegen
 
 
@@ -99,10 +109,12 @@ def _call_c(builder, name, returns):
 @intrinsic
 def _pause(typingctx):
     """x86 ``pause``: a spin-wait hint that frees the core's resources between reads."""
+
     def codegen(context, builder, signature, args):
         if _X86:
             _call_c(builder, "llvm.x86.sse2.pause", ir.VoidType())
         return context.get_dummy_value()
+
     return types.none(), codegen
 
 
@@ -111,26 +123,31 @@ def _yield_core(typingctx):
     """``sched_yield()``: let another thread that is ready on this core run. A thread woken from
     sleep may land on its waker's core; spinning there would keep the other from running until
     the OS preempts the spinner (milliseconds)."""
+
     def codegen(context, builder, signature, args):
         if _POSIX:
             _call_c(builder, "sched_yield", ir.IntType(32))
         return context.get_dummy_value()
+
     return types.none(), codegen
 
 
 @intrinsic
 def _this_cpu(typingctx):
     """``sched_getcpu()``: the CPU this thread runs on (-1 where the system cannot tell)."""
+
     def codegen(context, builder, signature, args):
         if _LINUX:
             return builder.sext(_call_c(builder, "sched_getcpu", ir.IntType(32)), ir.IntType(64))
         return ir.Constant(ir.IntType(64), -1)
+
     return types.int64(), codegen
 
 
 def _affinity_call(name):
     """An intrinsic calling ``name(0, size, mask)`` (sched_getaffinity or sched_setaffinity of
     this thread) with a CPU set in a uint64 array: 0 on success (-1 off Linux)."""
+
     @intrinsic
     def call(typingctx, mask):
         def codegen(context, builder, signature, args):
@@ -140,10 +157,18 @@ def _affinity_call(name):
             data = context.make_array(signature.args[0])(context, builder, args[0]).data
             function_type = ir.FunctionType(i32, [i32, i64, ir.IntType(8).as_pointer()])
             function = cgutils.get_or_insert_function(builder.module, function_type, name)
-            status = builder.call(function, [ir.Constant(i32, 0), ir.Constant(i64, 8 * _CPU_SET_WORDS),
-                                             builder.bitcast(data, ir.IntType(8).as_pointer())])
+            status = builder.call(
+                function,
+                [
+                    ir.Constant(i32, 0),
+                    ir.Constant(i64, 8 * _CPU_SET_WORDS),
+                    builder.bitcast(data, ir.IntType(8).as_pointer()),
+                ],
+            )
             return builder.sext(status, i64)
+
         return types.int64(mask), codegen
+
     return call
 
 
@@ -204,8 +229,10 @@ def _idle(rounds):
 @intrinsic
 def _pointer_like(typingctx, address, like):
     """The integer ``address`` as a pointer to elements of array type ``like``."""
+
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
     return types.CPointer(like.dtype)(address, like), codegen
 
 
@@ -222,6 +249,7 @@ def call_native(typingctx, address, x, out, lo, hi, args):
         function = builder.inttoptr(llargs[0], function_type.as_pointer())
         status, _ = context.call_conv.call_function(builder, function, types.none, argtypes, values)
         return builder.not_(status.is_error)
+
     return types.boolean(address, x, out, lo, hi, args), codegen
 
 
@@ -304,6 +332,7 @@ def serve(kernel, board, pool, x_like, out_like, rounds, *args):
         idle += 1
     return 0
 
+
 def native_address(kernel, x, out, args) -> int:
     """The address of ``kernel`` compiled (or loaded from the cache) for C-contiguous arrays like
     ``x`` and ``out``, int64 bounds and ``args``: what :func:`lead` and :func:`serve` call."""
@@ -312,8 +341,13 @@ def native_address(kernel, x, out, args) -> int:
     if x.ndim == 1 and out.ndim == 1:
         signature = flat_signature(x.dtype, out.dtype, args)
     else:
-        signature = (types.Array(typeof(x).dtype, x.ndim, "C"), types.Array(typeof(out).dtype, out.ndim, "C"),
-                     types.int64, types.int64, *(typeof(a) for a in args))
+        signature = (
+            types.Array(typeof(x).dtype, x.ndim, "C"),
+            types.Array(typeof(out).dtype, out.ndim, "C"),
+            types.int64,
+            types.int64,
+            *(typeof(a) for a in args),
+        )
     result = compiled(kernel, signature)
     address = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
     if not address:

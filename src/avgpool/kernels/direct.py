@@ -77,8 +77,9 @@ def strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, str
                         dst[o + i] = (f64(src[p + two * i]) + f64(src[p + two * i + one])) * scale
                 else:
                     for i in range(m):
-                        dst[o + i] = (f64(src[p + two * i]) + f64(src[p + two * i + one])
-                                      + f64(src[p + two * i + two])) * scale
+                        dst[o + i] = (
+                            f64(src[p + two * i]) + f64(src[p + two * i + one]) + f64(src[p + two * i + two])
+                        ) * scale
             else:  # dilated taps at stride 2 (rare): the general loop
                 _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
             continue
@@ -165,12 +166,24 @@ def _add_six_taps(src, p, t1, acc, m, assign):
     t5 = t4 + t1
     if assign:
         for i in range(m):
-            acc[i] = (f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i]) + f64(src[p + t3 + i])
-                      + f64(src[p + t4 + i]) + f64(src[p + t5 + i]))
+            acc[i] = (
+                f64(src[p + i])
+                + f64(src[p + t1 + i])
+                + f64(src[p + t2 + i])
+                + f64(src[p + t3 + i])
+                + f64(src[p + t4 + i])
+                + f64(src[p + t5 + i])
+            )
     else:
         for i in range(m):
-            acc[i] += (f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i]) + f64(src[p + t3 + i])
-                       + f64(src[p + t4 + i]) + f64(src[p + t5 + i]))
+            acc[i] += (
+                f64(src[p + i])
+                + f64(src[p + t1 + i])
+                + f64(src[p + t2 + i])
+                + f64(src[p + t3 + i])
+                + f64(src[p + t4 + i])
+                + f64(src[p + t5 + i])
+            )
 
 
 @kernel(**COMPUTE)
@@ -198,13 +211,15 @@ def _last_taps(src, p, t1, stride, taps, acc, dst, o, m, scale):
                 dst[o + i] = (acc[i] + f64(src[p + us * i]) + f64(src[p + t1 + us * i])) * scale
         else:
             for i in range(m):
-                dst[o + i] = (acc[i] + f64(src[p + us * i]) + f64(src[p + t1 + us * i])
-                              + f64(src[p + t2 + us * i])) * scale
+                dst[o + i] = (
+                    acc[i] + f64(src[p + us * i]) + f64(src[p + t1 + us * i]) + f64(src[p + t2 + us * i])
+                ) * scale
 
 
 @kernel(**COMPUTE)
-def direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride, lo, hi, acc,
-                 u0, u1):
+def direct_pass(
+    src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride, lo, hi, acc, u0, u1
+):
     """Direct sums along an axis: ``outer`` rows of ``length`` x ``inner`` values, outputs
     ``u0..u1`` of each row (a band of them only with ``outer == 1``), output ``u0`` at ``d0``.
 
@@ -215,19 +230,49 @@ def direct_pass(src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, count
     d0 -= u0 * inner  # where output 0 would be (maybe before the buffer: only outputs >= u0 are written)
     a, b = max(lo, u0), min(hi, u1)
     if b > a:
-        _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, firsts[t0 + a], counts[t0 + a],
-                       scales[t0 + a], dil, stride, a, b, acc)
+        _interior_sums(
+            src,
+            s0,
+            dst,
+            d0,
+            outer,
+            length,
+            n_out,
+            inner,
+            firsts[t0 + a],
+            counts[t0 + a],
+            scales[t0 + a],
+            dil,
+            stride,
+            a,
+            b,
+            acc,
+        )
     # the edge windows last: the flat interior loop also writes them (with windows that straddle
     # two rows), and they overwrite that
     for o in range(u0, u1):
         if a <= o < b:
             continue
         if inner == 1:  # one output per row: a loop over the rows (one call per row costs more)
-            _edge_column(src, s0 + firsts[t0 + o], dst, d0 + o, outer, length, n_out, counts[t0 + o], dil,
-                         scales[t0 + o])
+            _edge_column(
+                src, s0 + firsts[t0 + o], dst, d0 + o, outer, length, n_out, counts[t0 + o], dil, scales[t0 + o]
+            )
         else:
-            strided_sums(src, s0 + firsts[t0 + o] * inner, dst, d0 + o * inner, outer, length * inner,
-                          n_out * inner, inner, counts[t0 + o], dil * inner, 1, scales[t0 + o], acc)
+            strided_sums(
+                src,
+                s0 + firsts[t0 + o] * inner,
+                dst,
+                d0 + o * inner,
+                outer,
+                length * inner,
+                n_out * inner,
+                inner,
+                counts[t0 + o],
+                dil * inner,
+                1,
+                scales[t0 + o],
+                acc,
+            )
 
 
 @kernel(**COMPUTE)
@@ -260,8 +305,9 @@ def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, s
         # windows side by side are summed in pairs in acc: taps values per output
         chunk = max(1, acc.shape[0] // taps) if _side_by_side(taps, dil, stride) else acc.shape[0]
         for c in range(0, total, chunk):
-            strided_sums(src, start + c * stride, dst, d0 + lo + c, 1, 0, 0, min(chunk, total - c), taps, dil,
-                          stride, scale, acc)
+            strided_sums(
+                src, start + c * stride, dst, d0 + lo + c, 1, 0, 0, min(chunk, total - c), taps, dil, stride, scale, acc
+            )
     elif inner == 1 and dil == 1 and stride == 2:
         # the common steps as literals: numba compiles strided_sums for them, and LLVM folds the
         # set-up of each short row's loop (1x96x55x55 k3 s2 serial: 78 us against 91; 1x64x56x56
@@ -272,12 +318,51 @@ def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, s
     elif inner == 1:
         strided_sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, dil, stride, scale, acc)
     elif stride == 1:
-        strided_sums(src, start, dst, d0 + lo * inner, outer, length * inner, n_out * inner, (hi - lo) * inner,
-                      taps, dil * inner, 1, scale, acc)
+        strided_sums(
+            src,
+            start,
+            dst,
+            d0 + lo * inner,
+            outer,
+            length * inner,
+            n_out * inner,
+            (hi - lo) * inner,
+            taps,
+            dil * inner,
+            1,
+            scale,
+            acc,
+        )
     elif n_out * stride == length:  # as above: one row of ``inner`` values per output of every row
-        strided_sums(src, start, dst, d0 + lo * inner, (outer - 1) * n_out + hi - lo, stride * inner, inner, inner,
-                      taps, dil * inner, 1, scale, acc)
+        strided_sums(
+            src,
+            start,
+            dst,
+            d0 + lo * inner,
+            (outer - 1) * n_out + hi - lo,
+            stride * inner,
+            inner,
+            inner,
+            taps,
+            dil * inner,
+            1,
+            scale,
+            acc,
+        )
     else:
         for o in range(lo, hi):
-            strided_sums(src, start + (o - lo) * stride * inner, dst, d0 + o * inner, outer, length * inner,
-                          n_out * inner, inner, taps, dil * inner, 1, scale, acc)
+            strided_sums(
+                src,
+                start + (o - lo) * stride * inner,
+                dst,
+                d0 + o * inner,
+                outer,
+                length * inner,
+                n_out * inner,
+                inner,
+                taps,
+                dil * inner,
+                1,
+                scale,
+                acc,
+            )

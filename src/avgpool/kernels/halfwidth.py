@@ -26,16 +26,20 @@ _U = np.uint64
 @intrinsic
 def _half_to_float(typingctx, bits):
     """The float32 value of a float16 bit pattern (exact)."""
+
     def codegen(context, builder, signature, args):
         return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
     return types.float32(types.uint16), codegen
 
 
 @intrinsic
 def _float_to_half(typingctx, value):
     """float32 -> float16 bit pattern, rounded to nearest even (the hardware conversion)."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(builder.fptrunc(args[0], ir.HalfType()), ir.IntType(16))
+
     return types.uint16(types.float32), codegen
 
 
@@ -43,6 +47,7 @@ def _float_to_half(typingctx, value):
 def _float_bits(typingctx, value):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.IntType(32))
+
     return types.uint32(types.float32), codegen
 
 
@@ -50,6 +55,7 @@ def _float_bits(typingctx, value):
 def _bits_float(typingctx, bits):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
+
     return types.float32(types.uint32), codegen
 
 

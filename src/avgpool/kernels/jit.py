@@ -105,10 +105,12 @@ def kernel(*, entry: bool = False, wide: bool = False, **options: Any) -> Any:
     """``numba.njit(**options)`` with avgpool's cache. ``entry``: a kernel the engine calls from
     Python, whose machine code is shipped precompiled (the kernels it calls are linked into it);
     ``wide``: an entry kernel precompiled with :data:`WIDE_FEATURES`."""
+
     def decorate(py_func: Any) -> Any:
         dispatcher = njit(**options)(py_func)
         dispatcher._cache = KernelCache(py_func, entry, wide)
         return dispatcher
+
     return decorate
 
 
@@ -155,8 +157,7 @@ def sources_stamp(folder: Path = Path(__file__).parent) -> bytes:
 
 def _writable_cache_path(py_func: Any, source: str) -> str | None:
     """Where numba would cache ``py_func``: the first of its locators that can write, or None."""
-    for locator_class in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator,
-                          caching.UserWideCacheLocator):
+    for locator_class in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator):
         try:
             locator = locator_class.from_function(py_func, source)
         except OSError:
@@ -206,8 +207,9 @@ class KernelCache(caching._Cache):
         found = self._load(self._writable(), sig, (triple, cpu, features), target_context)
         if found is None and self._entry:
             for level in shipped_levels():
-                found = self._load(str(PRECOMPILED / level), sig, (triple, level, self._features(level)),
-                                   target_context)
+                found = self._load(
+                    str(PRECOMPILED / level), sig, (triple, level, self._features(level)), target_context
+                )
                 if found is not None:
                     break
         if found is None:
@@ -217,8 +219,11 @@ class KernelCache(caching._Cache):
     def save_overload(self, sig: Any, cres: Any) -> None:
         path = self._writable()
         if path is None:
-            _notice_once("none", "avgpool: no writable folder for compiled kernels (set NUMBA_CACHE_DIR to keep "
-                         "them); each process compiles again what is not shipped precompiled")
+            _notice_once(
+                "none",
+                "avgpool: no writable folder for compiled kernels (set NUMBA_CACHE_DIR to keep "
+                "them); each process compiles again what is not shipped precompiled",
+            )
         if not self._enabled or path is None or cres.objectmode or cres.lifted or cres.library.has_dynamic_globals:
             return  # nothing numba could cache either (avgpool's kernels have none of these)
         if os.environ.get(BUILD_ENV) and (config.CPU_FEATURES or "") != self._features(config.CPU_NAME):
@@ -233,8 +238,12 @@ class KernelCache(caching._Cache):
                 file.flush()
                 file.save(key, cres._reduce())
         except Exception as err:  # noqa: BLE001 - a cache that cannot be written only costs time
-            _notice_once("write", "avgpool: cannot write compiled kernels to %s (%s); later processes compile "
-                         "them again", path, err)
+            _notice_once(
+                "write",
+                "avgpool: cannot write compiled kernels to %s (%s); later processes compile them again",
+                path,
+                err,
+            )
 
     def _features(self, level: str) -> str:
         """The LLVM features this kernel is precompiled with at ``level``."""
@@ -256,9 +265,13 @@ class KernelCache(caching._Cache):
         file = self._files.get(path)
         if file is None:
             source = inspect.getfile(self._py_func)
-            base = "%s.%s-%d.py%d%d%s" % (os.path.splitext(os.path.basename(source))[0], self._py_func.__qualname__,
-                                          self._py_func.__code__.co_firstlineno, *sys.version_info[:2],
-                                          getattr(sys, "abiflags", ""))
+            base = "%s.%s-%d.py%d%d%s" % (
+                os.path.splitext(os.path.basename(source))[0],
+                self._py_func.__qualname__,
+                self._py_func.__code__.co_firstlineno,
+                *sys.version_info[:2],
+                getattr(sys, "abiflags", ""),
+            )
             file = self._files[path] = caching.IndexDataCacheFile(path, base, sources_stamp())
         return file
 
@@ -277,8 +290,12 @@ class KernelCache(caching._Cache):
             data = file.load(self._key(sig, magic))
             return None if data is None else loading.rebuild(target_context, *data)
         except Exception as err:  # noqa: BLE001 - a truncated or garbage entry: compile again
-            _notice_once("read", "avgpool: ignoring an unreadable compiled kernel in %s (%s); compiling it again",
-                         path, type(err).__name__)
+            _notice_once(
+                "read",
+                "avgpool: ignoring an unreadable compiled kernel in %s (%s); compiling it again",
+                path,
+                type(err).__name__,
+            )
             return None
 
 
@@ -304,15 +321,21 @@ class _CompileLog(event.Listener):
         self._local.depth = depth + 1
         if depth == 0 and self._ours(ev):
             self._local.start = time.perf_counter()
-            LOG.warning("avgpool: compiling %s for %s on this machine (first use, up to a minute; then cached in "
-                        "%s)", ev.data["dispatcher"].py_func.__name__, _data_type(ev.data["args"]),
-                        cache_location() or "no folder: set NUMBA_CACHE_DIR")
+            LOG.warning(
+                "avgpool: compiling %s for %s on this machine (first use, up to a minute; then cached in %s)",
+                ev.data["dispatcher"].py_func.__name__,
+                _data_type(ev.data["args"]),
+                cache_location() or "no folder: set NUMBA_CACHE_DIR",
+            )
 
     def on_end(self, ev: Any) -> None:
         self._local.depth -= 1
         if self._local.depth == 0 and self._ours(ev):
-            LOG.info("avgpool: compiled %s in %.1f s", ev.data["dispatcher"].py_func.__name__,
-                     time.perf_counter() - self._local.start)
+            LOG.info(
+                "avgpool: compiled %s in %.1f s",
+                ev.data["dispatcher"].py_func.__name__,
+                time.perf_counter() - self._local.start,
+            )
 
     @staticmethod
     def _ours(ev: Any) -> bool:
@@ -338,9 +361,13 @@ def flat_signature(x_dtype: Any, out_dtype: Any, args: tuple) -> tuple:
     import numpy as np
     from numba import typeof, types
 
-    return (types.Array(typeof(np.empty(0, x_dtype)).dtype, 1, "C", readonly=True),
-            types.Array(typeof(np.empty(0, out_dtype)).dtype, 1, "C"), types.int64, types.int64,
-            *(typeof(a) for a in args))
+    return (
+        types.Array(typeof(np.empty(0, x_dtype)).dtype, 1, "C", readonly=True),
+        types.Array(typeof(np.empty(0, out_dtype)).dtype, 1, "C"),
+        types.int64,
+        types.int64,
+        *(typeof(a) for a in args),
+    )
 
 
 def compiled(dispatcher: Any, signature: tuple) -> Any:

@@ -41,7 +41,7 @@ def elf_defined_symbols(obj: bytes) -> set[str] | None:
         for at in range(offset, offset + size, entry_size):
             name, info, _, section, _, _ = struct.unpack_from("<IBBHQQ", obj, at)
             if info >> 4 in (_GLOBAL, _WEAK) and section != _UNDEFINED:
-                names.add(obj[strings + name:obj.index(b"\0", strings + name)].decode())
+                names.add(obj[strings + name : obj.index(b"\0", strings + name)].decode())
     return names
 
 
@@ -63,8 +63,9 @@ class _LazilyLinkableLibrary(numba_codegen.JITCodeLibrary):
 def _unserialize(codegen: Any, libdata: tuple) -> Any:
     """numba's JITCodeLibrary._unserialize for object code, taking the defined symbols from it."""
     name, kind, data = libdata
-    symbols = elf_defined_symbols(data[0]) if kind == "object" and type(codegen) is numba_codegen.JITCPUCodegen \
-        else None
+    symbols = (
+        elf_defined_symbols(data[0]) if kind == "object" and type(codegen) is numba_codegen.JITCPUCodegen else None
+    )
     if symbols is None:
         return codegen.unserialize_library(libdata)
     object_code, shared_bitcode = data
@@ -77,18 +78,40 @@ def _unserialize(codegen: Any, libdata: tuple) -> Any:
     return library
 
 
-def rebuild(target_context: Any, libdata: tuple, fndesc: Any, env: Any, signature: Any, objectmode: bool,
-            lifted: tuple, typeann: str, reload_init: list, referenced_envs: tuple) -> Any:
+def rebuild(
+    target_context: Any,
+    libdata: tuple,
+    fndesc: Any,
+    env: Any,
+    signature: Any,
+    objectmode: bool,
+    lifted: tuple,
+    typeann: str,
+    reload_init: list,
+    referenced_envs: tuple,
+) -> Any:
     """numba's CompileResult._rebuild (the arguments of a cache entry), loading by :func:`_unserialize`."""
     for init in reload_init or ():
         init()
     library = _unserialize(target_context.codegen(), libdata)
     entry_point = target_context.get_executable(library, fndesc, env)
     result = compiler.CompileResult(
-        target_context=target_context, typing_context=target_context.typing_context, library=library,
-        environment=env, entry_point=entry_point, fndesc=fndesc, type_annotation=typeann, signature=signature,
-        objectmode=objectmode, lifted=lifted, typing_error=None, call_helper=None, metadata=None,
-        reload_init=reload_init, referenced_envs=referenced_envs)
+        target_context=target_context,
+        typing_context=target_context.typing_context,
+        library=library,
+        environment=env,
+        entry_point=entry_point,
+        fndesc=fndesc,
+        type_annotation=typeann,
+        signature=signature,
+        objectmode=objectmode,
+        lifted=lifted,
+        typing_error=None,
+        call_helper=None,
+        metadata=None,
+        reload_init=reload_init,
+        referenced_envs=referenced_envs,
+    )
     for environment in referenced_envs:
         library.codegen.set_env(environment.env_name, environment)
     return result

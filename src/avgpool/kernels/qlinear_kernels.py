@@ -84,11 +84,20 @@ def _general_tables(tab, rows_out, ow):
     """The general path's tables and quantisation values, read from ``tab``: the CSR input rows
     of each output row, each output column's first tap, tap count and divisor, the scales and the
     zero points and bounds as float32 (``x - x_zp`` is exact in float32: ``|x - x_zp| <= 255``)."""
-    floats = tab.view(np.float32)[2 * tab[FLOATS]:]
-    return (tab[tab[ROW_PTR]:tab[ROW_PTR] + rows_out + 1], tab[tab[ROW_IDX]:tab[FIRST]],
-            tab[tab[FIRST]:tab[FIRST] + ow], tab[tab[COUNT]:tab[COUNT] + ow], floats[DIV:], floats[X_SCALE],
-            floats[Y_SCALE], np.float32(tab[X_ZP]), np.float32(tab[Y_ZP]), np.float32(tab[QMIN]),
-            np.float32(tab[QMAX]))
+    floats = tab.view(np.float32)[2 * tab[FLOATS] :]
+    return (
+        tab[tab[ROW_PTR] : tab[ROW_PTR] + rows_out + 1],
+        tab[tab[ROW_IDX] : tab[FIRST]],
+        tab[tab[FIRST] : tab[FIRST] + ow],
+        tab[tab[COUNT] : tab[COUNT] + ow],
+        floats[DIV:],
+        floats[X_SCALE],
+        floats[Y_SCALE],
+        np.float32(tab[X_ZP]),
+        np.float32(tab[Y_ZP]),
+        np.float32(tab[QMIN]),
+        np.float32(tab[QMAX]),
+    )
 
 
 #: Channels first, one output row of at most this many outputs per plane (a window over most of a
@@ -98,8 +107,9 @@ PLANES = 16
 
 
 @kernel(**INLINED)
-def _planes_at_once(xf, of, lo, hi, plane, width, ow, row_ptr, row_idx, first, count, div, xs, fzp, ys, yzp, qmin,
-                    qmax, pow2):
+def _planes_at_once(
+    xf, of, lo, hi, plane, width, ow, row_ptr, row_idx, first, count, div, xs, fzp, ys, yzp, qmin, qmax, pow2
+):
     """Planes ``lo <= p < hi`` of one output row each, ``PLANES`` at a time: each output's taps are
     one chain of dependent float32 additions (onnxruntime's order), which one plane at a time ran
     at the latency of an addition per tap (1x1024x6x6 7x7 pads [0, 0, 1, 1], 36 taps: ~50 us
@@ -138,8 +148,7 @@ def pool_ncx(x, out, lo, hi, tab):
     time (1x1024x7x7 3x3). Sums are quantized a block of rows at a time, so that the divisions run
     in long vector loops too.
     """
-    ow, full_lo, full_hi, kernel, stride, pad = tab[OW], tab[FULL_LO], tab[FULL_HI], tab[KERNEL], \
-        tab[STRIDE], tab[PAD]
+    ow, full_lo, full_hi, kernel, stride, pad = tab[OW], tab[FULL_LO], tab[FULL_HI], tab[KERNEL], tab[STRIDE], tab[PAD]
     rows_out = tab[ROWS_OUT]
     rows_in, width = x.shape[1], x.shape[2]
     xf = x.reshape(x.size)
@@ -149,8 +158,27 @@ def pool_ncx(x, out, lo, hi, tab):
     us = _U(stride)
     two = _U(2)
     if rows_out == 1 and ow <= PLANES_MAX_OW:
-        _planes_at_once(xf, of, lo, hi, rows_in * width, width, ow, row_ptr, row_idx, first, count, div, xs, fzp,
-                        ys, yzp, qmin, qmax, tab[POW2] != 0)
+        _planes_at_once(
+            xf,
+            of,
+            lo,
+            hi,
+            rows_in * width,
+            width,
+            ow,
+            row_ptr,
+            row_idx,
+            first,
+            count,
+            div,
+            xs,
+            fzp,
+            ys,
+            yzp,
+            qmin,
+            qmax,
+            tab[POW2] != 0,
+        )
         return
     block = max(1, 1024 // ow)
     acc = np.empty(block * ow, np.float32)
@@ -263,12 +291,15 @@ def _add4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp):
         b = w * step
         if fresh:
             for i in range(n):
-                acc[a + i] = ((tap(src[p0 + b + i], s0, fzp) + tap(src[p1 + b + i], s1, fzp))
-                              + tap(src[p2 + b + i], s2, fzp)) + tap(src[p3 + b + i], s3, fzp)
+                acc[a + i] = (
+                    (tap(src[p0 + b + i], s0, fzp) + tap(src[p1 + b + i], s1, fzp)) + tap(src[p2 + b + i], s2, fzp)
+                ) + tap(src[p3 + b + i], s3, fzp)
         else:
             for i in range(n):
-                acc[a + i] = (((acc[a + i] + tap(src[p0 + b + i], s0, fzp)) + tap(src[p1 + b + i], s1, fzp))
-                              + tap(src[p2 + b + i], s2, fzp)) + tap(src[p3 + b + i], s3, fzp)
+                acc[a + i] = (
+                    ((acc[a + i] + tap(src[p0 + b + i], s0, fzp)) + tap(src[p1 + b + i], s1, fzp))
+                    + tap(src[p2 + b + i], s2, fzp)
+                ) + tap(src[p3 + b + i], s3, fzp)
 
 
 @kernel(**INLINED)
@@ -284,13 +315,16 @@ def _out4(acc, fresh, npos, n, step, src, taps, scales, g, tap, fzp, of, q, oste
         c = q + w * ostep
         if fresh:
             for i in range(n):
-                s = ((tap(src[p0 + b + i], s0, fzp) + tap(src[p1 + b + i], s1, fzp)) + tap(src[p2 + b + i], s2, fzp)) \
-                    + tap(src[p3 + b + i], s3, fzp)
+                s = (
+                    (tap(src[p0 + b + i], s0, fzp) + tap(src[p1 + b + i], s1, fzp)) + tap(src[p2 + b + i], s2, fzp)
+                ) + tap(src[p3 + b + i], s3, fzp)
                 of[c + i] = _quantize(s, d, ys, yzp, qmin, qmax)
         else:
             for i in range(n):
-                s = (((acc[a + i] + tap(src[p0 + b + i], s0, fzp)) + tap(src[p1 + b + i], s1, fzp))
-                     + tap(src[p2 + b + i], s2, fzp)) + tap(src[p3 + b + i], s3, fzp)
+                s = (
+                    ((acc[a + i] + tap(src[p0 + b + i], s0, fzp)) + tap(src[p1 + b + i], s1, fzp))
+                    + tap(src[p2 + b + i], s2, fzp)
+                ) + tap(src[p3 + b + i], s3, fzp)
                 of[c + i] = _quantize(s, d, ys, yzp, qmin, qmax)
 
 
@@ -346,14 +380,46 @@ def _window_ring(k, npos, n, step, src, taps, scales, acc, of, q, ostep, d, pad_
 
 
 @kernel(**INLINED)
-def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, px, tab, first, count, div, taps,
-              scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax):
+def _pool_row(
+    src,
+    window,
+    pad_tap,
+    base,
+    nrows,
+    o0,
+    o1,
+    q0,
+    d0,
+    channels,
+    px,
+    tab,
+    first,
+    count,
+    div,
+    taps,
+    scales,
+    rel,
+    acc,
+    of,
+    xs,
+    fzp,
+    ys,
+    yzp,
+    qmin,
+    qmax,
+):
     """Outputs ``o0 <= o < o1`` of one output row, whose window rows start at offsets
     ``base[:nrows]`` of ``src``, its pixels ``px`` values apart (``q0``, ``d0``: where the row starts
     in ``of`` and in ``div``), summed by ``window`` (:func:`_window_x` or :func:`_window_ring`;
     ``pad_tap``: the ring's row of zeros, or 0)."""
-    full_lo, full_hi, kernel, stride, pad, chunk = tab[FULL_LO], tab[FULL_HI], tab[KERNEL], tab[STRIDE], \
-        tab[PAD], tab[CHUNK]
+    full_lo, full_hi, kernel, stride, pad, chunk = (
+        tab[FULL_LO],
+        tab[FULL_HI],
+        tab[KERNEL],
+        tab[STRIDE],
+        tab[PAD],
+        tab[CHUNK],
+    )
     inner = 0  # the taps of an inner window at column 0, relative (may be negative)
     for t in range(nrows):
         for j in range(kernel):
@@ -380,8 +446,27 @@ def _pool_row(src, window, pad_tap, base, nrows, o0, o1, q0, d0, channels, px, t
         whole = stride == 1 and px == channels
         npos = _U(1 if whole else end - o)
         n = _U((end - o) * channels) if whole else _U(channels)
-        window(k, npos, n, _U(stride * px), src, taps, scales, acc, of, _U((q0 + o) * channels), _U(channels),
-               div[d0 + o], pad_tap, xs, fzp, ys, yzp, qmin, qmax)
+        window(
+            k,
+            npos,
+            n,
+            _U(stride * px),
+            src,
+            taps,
+            scales,
+            acc,
+            of,
+            _U((q0 + o) * channels),
+            _U(channels),
+            div[d0 + o],
+            pad_tap,
+            xs,
+            fzp,
+            ys,
+            yzp,
+            qmin,
+            qmax,
+        )
         o = end
 
 
@@ -425,13 +510,13 @@ def pool_nxc(x, out, lo, hi, tab):
     reals = np.empty(15 + acc_size + ring_size + ntaps, np.float32)
     skew = (16 - (reals.ctypes.data // 4) % 16) % 16  # floats to the first 64-byte boundary
     taps = ints[:ntaps]  # a window's taps: offsets into the source
-    rel = ints[ntaps:2 * ntaps]
-    base = ints[2 * ntaps:2 * ntaps + most_rows]
-    tags = ints[2 * ntaps + most_rows:2 * ntaps + 4 * most_rows]  # per ring slot: (input row, columns)
-    used = ints[2 * ntaps + 4 * most_rows:]
-    acc = reals[skew:skew + lanes]
-    ring = reals[skew + acc_size:skew + acc_size + ring_size]
-    scales = reals[skew + acc_size + ring_size:skew + acc_size + ring_size + ntaps]
+    rel = ints[ntaps : 2 * ntaps]
+    base = ints[2 * ntaps : 2 * ntaps + most_rows]
+    tags = ints[2 * ntaps + most_rows : 2 * ntaps + 4 * most_rows]  # per ring slot: (input row, columns)
+    used = ints[2 * ntaps + 4 * most_rows :]
+    acc = reals[skew : skew + lanes]
+    ring = reals[skew + acc_size : skew + acc_size + ring_size]
+    scales = reals[skew + acc_size + ring_size : skew + acc_size + ring_size + ntaps]
     tags[:] = -1
     ring[zeros:] = np.float32(0.0)
     item = lo
@@ -441,7 +526,7 @@ def pool_nxc(x, out, lo, hi, tab):
         o1 = min(ow, o0 + hi - item)
         n = nr // rows_out
         r = nr - n * rows_out
-        rows = row_idx[row_ptr[r]:row_ptr[r + 1]]
+        rows = row_idx[row_ptr[r] : row_ptr[r + 1]]
         nrows = rows.shape[0]
         if dequant:
             c0, c1 = width, 0  # the columns these windows read
@@ -478,13 +563,65 @@ def pool_nxc(x, out, lo, hi, tab):
                             for i in range(_U(channels)):
                                 ring[dst + i] = _dequant(xf[at + i], xs, izp)
                     base[t] = s * ring_row
-            _pool_row(ring, _window_ring, zeros, base, nrows, o0, o1, nr * ow, r * ow, channels, ring_px, tab, first,
-                      count, div, taps, scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax)
+            _pool_row(
+                ring,
+                _window_ring,
+                zeros,
+                base,
+                nrows,
+                o0,
+                o1,
+                nr * ow,
+                r * ow,
+                channels,
+                ring_px,
+                tab,
+                first,
+                count,
+                div,
+                taps,
+                scales,
+                rel,
+                acc,
+                of,
+                xs,
+                fzp,
+                ys,
+                yzp,
+                qmin,
+                qmax,
+            )
         else:
             for t in range(nrows):
                 base[t] = (n * rows_in + rows[t]) * wc
-            _pool_row(xf, _window_x, 0, base, nrows, o0, o1, nr * ow, r * ow, channels, channels, tab,
-                      first, count, div, taps, scales, rel, acc, of, xs, fzp, ys, yzp, qmin, qmax)
+            _pool_row(
+                xf,
+                _window_x,
+                0,
+                base,
+                nrows,
+                o0,
+                o1,
+                nr * ow,
+                r * ow,
+                channels,
+                channels,
+                tab,
+                first,
+                count,
+                div,
+                taps,
+                scales,
+                rel,
+                acc,
+                of,
+                xs,
+                fzp,
+                ys,
+                yzp,
+                qmin,
+                qmax,
+            )
         item += o1 - o0
 
 
@@ -588,7 +725,7 @@ def global_nxc(x, out, lo, hi, tab):
             for c in range(channels):
                 total[c] = np.int32(total[c] + part[c])
             start = stop
-        orow = out[b * channels:(b + 1) * channels]
+        orow = out[b * channels : (b + 1) * channels]
         for c in range(channels):
             f = np.float32(total[c]) * scale
             f = f if f > flo else flo

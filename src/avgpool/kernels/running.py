@@ -318,8 +318,9 @@ _FRESH = np.int64(-2)
 
 
 @kernel(**COMPUTE)
-def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, clipped, unit, line, sums,
-                 r0, r1):
+def _exact_plane(
+    x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, kernel, clipped, unit, line, sums, r0, r1
+):
     """Output rows ``r0..r1`` of a 2-D NCX slab in one sweep, every intermediate in cache: for
     each output row, the column sums of its window's rows (a running vector sum over the input
     rows, kept between zeros in ``line``), then their window sums along the row
@@ -339,8 +340,7 @@ def _exact_plane(x, p_in, out, p_out, axes, firsts, counts, scales, pad_begin, k
             for i in range(m):
                 out[w + i] = 0.0 * scale * scales[t1 + i]
             continue
-        a, b = _vertical_step(x, U(p_in), width, width, firsts[t0 + o], firsts[t0 + o] + c, a, b, bias, line,
-                              lead)
+        a, b = _vertical_step(x, U(p_in), width, width, firsts[t0 + o], firsts[t0 + o] + c, a, b, bias, line, lead)
         _contiguous_sums(line, width, n1, kernel, clipped, firsts, counts, t1, sums)
         _scale_line(sums, out, w, m, scale, scales, t1)
 
@@ -446,8 +446,9 @@ def _row_step(x, p, box, dims, q, runs, run, f, e, a, b, bias, ints, lead):
     along axis 0 (``runs`` runs of ``run`` values each, :func:`_box_runs`), kept one after the
     other from ``ints[lead]``. Returns (f, e)."""
     for s in range(runs):
-        _vertical_step(x, p + U(_run_start(box, dims, q, s)), dims[0, _STRIDE], run, f, e, a, b, bias, ints,
-                       lead + U(s * run))
+        _vertical_step(
+            x, p + U(_run_start(box, dims, q, s)), dims[0, _STRIDE], run, f, e, a, b, bias, ints, lead + U(s * run)
+        )
     return f, e
 
 
@@ -459,8 +460,33 @@ def _box_first(firsts, counts, at, lo):
 
 
 @kernel(**COMPUTE)
-def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out, axes, firsts, counts, scales, ncx,
-                pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box, channels):
+def _last_level(
+    x,
+    from_x,
+    src_at,
+    src_stride,
+    ints,
+    levels,
+    last,
+    r,
+    out,
+    p_out,
+    axes,
+    firsts,
+    counts,
+    scales,
+    ncx,
+    pad_begin,
+    kernel,
+    clipped,
+    bias,
+    unit,
+    line,
+    sums,
+    row_factors,
+    box,
+    channels,
+):
     """Every output of the box along axis ``last`` (the last spatial axis of an NXC slab, the
     one before it of an NCX slab) for output row ``r`` of the axes before it, whose running sums
     stand in ``ints`` from ``src_at`` (level ``last - 1``), or ``from_x``: the input's rows from
@@ -500,8 +526,29 @@ def _last_level(x, from_x, src_at, src_stride, ints, levels, last, r, out, p_out
 
 
 @kernel(**COMPUTE)
-def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
-           state, line, sums, row_factors, dims, box):
+def _sweep(
+    x,
+    p_in,
+    out,
+    p_out,
+    axes,
+    firsts,
+    counts,
+    scales,
+    ncx,
+    pad_begin,
+    kernel,
+    clipped,
+    unit,
+    ints,
+    levels,
+    state,
+    line,
+    sums,
+    row_factors,
+    dims,
+    box,
+):
     """The outputs of one box of a slab (NXC, or NCX of 3 or more axes), in one sweep along axis
     0 (its outputs ``box[0, _U0]`` to ``box[0, _U1]``, the whole axis but in a part of a slab,
     the input rows counted from the slab's first): level ``i`` is the running sum along axis
@@ -515,8 +562,33 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
     bias = _bias_of(unit)
     channels, c0 = dims[ndim - 1, _STRIDE], box[ndim, _LO]
     if last == 0:
-        _last_level(x, True, p_in + c0, channels, ints, levels, last, 0, out, p_out, axes, firsts, counts, scales, ncx,
-                    pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box, channels)
+        _last_level(
+            x,
+            True,
+            p_in + c0,
+            channels,
+            ints,
+            levels,
+            last,
+            0,
+            out,
+            p_out,
+            axes,
+            firsts,
+            counts,
+            scales,
+            ncx,
+            pad_begin,
+            kernel,
+            clipped,
+            bias,
+            unit,
+            line,
+            sums,
+            row_factors,
+            box,
+            channels,
+        )
         return
     if last == 1 and not ncx and axes[0, LENGTH] == 1:
         # a 2-D NXC slab of one row (N, 1, W, C): each window along the first axis holds that row
@@ -525,8 +597,33 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         src = p_in + box[1, _LO] * channels + c0
         for o in range(box[0, _U0], box[0, _U1]):
             if counts[axes[0, OFFSET] + o] > 0:
-                _last_level(x, True, src, channels, ints, levels, last, o, out, p_out, axes, firsts, counts, scales,
-                            ncx, pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box, channels)
+                _last_level(
+                    x,
+                    True,
+                    src,
+                    channels,
+                    ints,
+                    levels,
+                    last,
+                    o,
+                    out,
+                    p_out,
+                    axes,
+                    firsts,
+                    counts,
+                    scales,
+                    ncx,
+                    pad_begin,
+                    kernel,
+                    clipped,
+                    bias,
+                    unit,
+                    line,
+                    sums,
+                    row_factors,
+                    box,
+                    channels,
+                )
                 continue
             row_scale = unit * row_factors[o]
             for o1 in range(box[1, _U0], box[1, _U1]):  # no valid tap: 0 * (1/0) is NaN unless padding counts
@@ -551,11 +648,23 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         f = _box_first(firsts, counts, t + o, box[i, _LO])
         e = f + counts[t + o]
         if i == 0:
-            a, b = _row_step(x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], bias, ints,
-                             U(levels[0, 1]))
+            a, b = _row_step(
+                x, U(p_in), box, dims, q, runs, run, f, e, state[0, 1], state[0, 2], bias, ints, U(levels[0, 1])
+            )
         else:
-            a, b = _vertical_step(ints, U(levels[i - 1, 1]), levels[i, 0], levels[i, 0], f, e, state[i, 1],
-                                  state[i, 2], _INTEGERS, ints, U(levels[i, 1]))
+            a, b = _vertical_step(
+                ints,
+                U(levels[i - 1, 1]),
+                levels[i, 0],
+                levels[i, 0],
+                f,
+                e,
+                state[i, 1],
+                state[i, 2],
+                _INTEGERS,
+                ints,
+                U(levels[i, 1]),
+            )
         state[i, 1], state[i, 2] = a, b
         if i + 1 < last:
             level = i + 1
@@ -564,23 +673,92 @@ def _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, ke
         r = 0  # the output row of the levels above the last
         for j in range(last):
             r = r * axes[j, OUTPUTS] + state[j, 0]
-        _last_level(x, False, levels[last - 1, 1], levels[last, 0], ints, levels, last, r, out, p_out, axes, firsts,
-                    counts, scales, ncx, pad_begin, kernel, clipped, bias, unit, line, sums, row_factors, box,
-                    channels)
+        _last_level(
+            x,
+            False,
+            levels[last - 1, 1],
+            levels[last, 0],
+            ints,
+            levels,
+            last,
+            r,
+            out,
+            p_out,
+            axes,
+            firsts,
+            counts,
+            scales,
+            ncx,
+            pad_begin,
+            kernel,
+            clipped,
+            bias,
+            unit,
+            line,
+            sums,
+            row_factors,
+            box,
+            channels,
+        )
         state[i, 0] += 1
 
 
 @kernel(**COMPUTE)
-def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints,
-                  levels, state, line, sums, row_factors, boxed, dims, box, r0, r1):
+def _exact_stream(
+    x,
+    p_in,
+    out,
+    p_out,
+    axes,
+    firsts,
+    counts,
+    scales,
+    ncx,
+    pad_begin,
+    kernel,
+    clipped,
+    unit,
+    ints,
+    levels,
+    state,
+    line,
+    sums,
+    row_factors,
+    boxed,
+    dims,
+    box,
+    r0,
+    r1,
+):
     """Outputs ``r0..r1`` along axis 0 of a slab of any other shape (NXC, or NCX of 3 or more
     axes): box by box when ``boxed`` (:func:`_sweep` each; the boxes' windows share no running
     sum, so the integers summed are the same), else in one sweep (``box`` and ``levels`` hold
     the whole slab's)."""
     box[0, _U0], box[0, _U1] = r0, r1
     if not boxed:
-        _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
-               state, line, sums, row_factors, dims, box)
+        _sweep(
+            x,
+            p_in,
+            out,
+            p_out,
+            axes,
+            firsts,
+            counts,
+            scales,
+            ncx,
+            pad_begin,
+            kernel,
+            clipped,
+            unit,
+            ints,
+            levels,
+            state,
+            line,
+            sums,
+            row_factors,
+            dims,
+            box,
+        )
         return
     for d in range(dims.shape[0]):
         dims[d, _AT] = 0
@@ -588,15 +766,61 @@ def _exact_stream(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_be
         _set_box(axes, firsts, counts, dims, box)
         box[0, _U0], box[0, _U1] = r0, r1  # axis 0 is never cut in boxes: its input stays whole
         _box_levels(box, ncx, levels)
-        _sweep(x, p_in, out, p_out, axes, firsts, counts, scales, ncx, pad_begin, kernel, clipped, unit, ints, levels,
-               state, line, sums, row_factors, dims, box)
+        _sweep(
+            x,
+            p_in,
+            out,
+            p_out,
+            axes,
+            firsts,
+            counts,
+            scales,
+            ncx,
+            pad_begin,
+            kernel,
+            clipped,
+            unit,
+            ints,
+            levels,
+            state,
+            line,
+            sums,
+            row_factors,
+            dims,
+            box,
+        )
         if not _next_box(axes, dims):
             return
 
 
 @kernel(**COMPUTE)
-def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                 row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box, r0, r1):
+def _exact_group(
+    x,
+    bits,
+    out,
+    b,
+    slabs,
+    slab_in,
+    slab_out,
+    axes,
+    firsts,
+    counts,
+    scales,
+    passes,
+    headroom,
+    row_factors,
+    streamed,
+    ints,
+    levels,
+    state,
+    line,
+    sums,
+    boxed,
+    dims,
+    box,
+    r0,
+    r1,
+):
     """Pool slabs ``b..b + slabs`` exactly in int64, their outputs ``r0..r1`` along axis 0 (all
     but in a part of a slab: 2-D or more, not ``streamed``); False (nothing written) if the
     check fails (one ``q`` for them all, from the whole slabs' values). NCX passes the
@@ -611,8 +835,23 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
     ncx = passes[0, PASS_LINE] > 0
     pad_begin, kernel, clipped = passes[0, PASS_PAD_BEGIN], passes[0, PASS_KERNEL], passes[0, PASS_CLIPPED] > 0
     if streamed and ndim == 1:
-        _streamed_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, bias, line,
-                        sums, out, b * slab_out, unit, scales, axes[0, OFFSET])
+        _streamed_lines(
+            x,
+            b * slab_in,
+            slabs,
+            axes[0, LENGTH],
+            axes[0, OUTPUTS],
+            pad_begin,
+            kernel,
+            bias,
+            line,
+            sums,
+            out,
+            b * slab_out,
+            unit,
+            scales,
+            axes[0, OFFSET],
+        )
         return True
     if streamed:  # 2-D planes of one row: each output row is that row's line, or nothing
         n0, t0, n1, t1 = axes[0, OUTPUTS], axes[0, OFFSET], axes[1, OUTPUTS], U(axes[1, OFFSET])
@@ -621,23 +860,93 @@ def _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts
                 scale = unit * scales[t0 + o]
                 w = s * slab_out + o * n1
                 if counts[t0 + o] > 0:
-                    _streamed_lines(x, s * slab_in, 1, axes[1, LENGTH], n1, pad_begin, kernel, bias, line,
-                                    sums, out, w, scale, scales, axes[1, OFFSET])
+                    _streamed_lines(
+                        x,
+                        s * slab_in,
+                        1,
+                        axes[1, LENGTH],
+                        n1,
+                        pad_begin,
+                        kernel,
+                        bias,
+                        line,
+                        sums,
+                        out,
+                        w,
+                        scale,
+                        scales,
+                        axes[1, OFFSET],
+                    )
                     continue
                 for i in range(U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
                     out[U(w) + i] = 0.0 * scale * scales[t1 + i]
         return True
     if ncx and ndim == 1:
-        _running_lines(x, b * slab_in, slabs, axes[0, LENGTH], axes[0, OUTPUTS], pad_begin, kernel, bias, line,
-                       sums, out, b * slab_out, unit, scales, axes[0, OFFSET])
+        _running_lines(
+            x,
+            b * slab_in,
+            slabs,
+            axes[0, LENGTH],
+            axes[0, OUTPUTS],
+            pad_begin,
+            kernel,
+            bias,
+            line,
+            sums,
+            out,
+            b * slab_out,
+            unit,
+            scales,
+            axes[0, OFFSET],
+        )
         return True
     for s in range(b, b + slabs):
         if ncx and ndim == 2:
-            _exact_plane(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, pad_begin, kernel, clipped,
-                         unit, line, sums, r0, r1)
+            _exact_plane(
+                x,
+                s * slab_in,
+                out,
+                s * slab_out,
+                axes,
+                firsts,
+                counts,
+                scales,
+                pad_begin,
+                kernel,
+                clipped,
+                unit,
+                line,
+                sums,
+                r0,
+                r1,
+            )
         else:
-            _exact_stream(x, s * slab_in, out, s * slab_out, axes, firsts, counts, scales, ncx, pad_begin, kernel,
-                          clipped, unit, ints, levels, state, line, sums, row_factors, boxed, dims, box, r0, r1)
+            _exact_stream(
+                x,
+                s * slab_in,
+                out,
+                s * slab_out,
+                axes,
+                firsts,
+                counts,
+                scales,
+                ncx,
+                pad_begin,
+                kernel,
+                clipped,
+                unit,
+                ints,
+                levels,
+                state,
+                line,
+                sums,
+                row_factors,
+                boxed,
+                dims,
+                box,
+                r0,
+                r1,
+            )
     return True
 
 
@@ -650,7 +959,7 @@ def _cache_aligned(size, first):
     to 0.321 ms (all eight offsets measured), against 0.366 as allocated."""
     spare = np.empty(size + LANES, np.int64)
     skip = (-(spare.ctypes.data // 8 + first)) % LANES
-    return spare[skip:skip + size]
+    return spare[skip : skip + size]
 
 
 @kernel(**COMPUTE)
@@ -715,8 +1024,11 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
         raise RuntimeError("the exact kernel was given too little scratch for its running sums")
     ints = np.empty(int_size, np.int64)
     # a 1-D NCX line, or the one row of 2-D NCX planes, longer than WHOLE_LINE_MAX or clipped
-    streamed = ncx and (ndim == 1 or (ndim == 2 and axes[0, LENGTH] == 1)) and (passes[0, PASS_CLIPPED] > 0
-                                                                          or passes[0, PASS_LINE] > WHOLE_LINE_MAX)
+    streamed = (
+        ncx
+        and (ndim == 1 or (ndim == 2 and axes[0, LENGTH] == 1))
+        and (passes[0, PASS_CLIPPED] > 0 or passes[0, PASS_LINE] > WHOLE_LINE_MAX)
+    )
     if streamed:  # _streamed_lines: the values leaving and entering a chunk of windows
         line = _cache_aligned(2 * LINE_CHUNK, 0)
         sums = _cache_aligned(LINE_CHUNK, 0)
@@ -731,20 +1043,94 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
     if parts > 1:  # items are parts of slabs: ranges of their outputs along axis 0, checked whole
         for item in range(start, stop):
             b, part = item // parts, item % parts
-            if not _exact_group(x, bits, out, b, 1, slab_in, slab_out, axes, firsts, counts, scales, passes,
-                                headroom, row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box,
-                                part * n0 // parts, (part + 1) * n0 // parts):
+            if not _exact_group(
+                x,
+                bits,
+                out,
+                b,
+                1,
+                slab_in,
+                slab_out,
+                axes,
+                firsts,
+                counts,
+                scales,
+                passes,
+                headroom,
+                row_factors,
+                streamed,
+                ints,
+                levels,
+                state,
+                line,
+                sums,
+                boxed,
+                dims,
+                box,
+                part * n0 // parts,
+                (part + 1) * n0 // parts,
+            ):
                 _pool_not_exact(fallback, x, out, item, t)
         return
     for b in range(start, stop, exact_group):
         slabs = min(exact_group, stop - b)
-        if _exact_group(x, bits, out, b, slabs, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                        row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box, 0, n0):
+        if _exact_group(
+            x,
+            bits,
+            out,
+            b,
+            slabs,
+            slab_in,
+            slab_out,
+            axes,
+            firsts,
+            counts,
+            scales,
+            passes,
+            headroom,
+            row_factors,
+            streamed,
+            ints,
+            levels,
+            state,
+            line,
+            sums,
+            boxed,
+            dims,
+            box,
+            0,
+            n0,
+        ):
             continue
         # slab by slab, so that how a slab is pooled depends on its values only, not on the
         # slabs it was grouped with (serial and threaded calls group differently)
         for s in range(b, b + slabs):
-            if _exact_group(x, bits, out, s, 1, slab_in, slab_out, axes, firsts, counts, scales, passes, headroom,
-                            row_factors, streamed, ints, levels, state, line, sums, boxed, dims, box, 0, n0):
+            if _exact_group(
+                x,
+                bits,
+                out,
+                s,
+                1,
+                slab_in,
+                slab_out,
+                axes,
+                firsts,
+                counts,
+                scales,
+                passes,
+                headroom,
+                row_factors,
+                streamed,
+                ints,
+                levels,
+                state,
+                line,
+                sums,
+                boxed,
+                dims,
+                box,
+                0,
+                n0,
+            ):
                 continue
             _pool_not_exact(fallback, x, out, s, t)

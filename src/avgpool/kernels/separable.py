@@ -38,8 +38,26 @@ TILE_MAX_LENGTH = 2048
 
 
 @kernel(**COMPUTE)
-def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts, splits, scales, prefix, suffix,
-              acc, u0, u1, tiles):
+def _one_pass(
+    src,
+    s_base,
+    dst,
+    d_base,
+    axes,
+    axis,
+    outer,
+    inner,
+    firsts,
+    counts,
+    splits,
+    scales,
+    prefix,
+    suffix,
+    acc,
+    u0,
+    u1,
+    tiles,
+):
     """One pass along ``axis``, its outputs ``u0..u1`` (a band only for direct sums, ``outer == 1``)."""
     length, n_out, t0 = axes[axis, LENGTH], axes[axis, OUTPUTS], axes[axis, OFFSET]
     dil, stride, block = axes[axis, DILATION], axes[axis, STRIDE], axes[axis, BLOCK]
@@ -50,11 +68,44 @@ def _one_pass(src, s_base, dst, d_base, axes, axis, outer, inner, firsts, counts
         s_base, d_base, outer = s_base + whole * length, d_base + whole * n_out, outer - whole
     if block > 0:
         for a in range(outer):
-            block_pass(src, s_base + a * length * inner, dst, d_base + a * n_out * inner, length, n_out, inner, t0,
-                        splits, scales, dil, block, prefix, suffix)
+            block_pass(
+                src,
+                s_base + a * length * inner,
+                dst,
+                d_base + a * n_out * inner,
+                length,
+                n_out,
+                inner,
+                t0,
+                splits,
+                scales,
+                dil,
+                block,
+                prefix,
+                suffix,
+            )
     else:
-        direct_pass(src, s_base, dst, d_base, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride,
-                     lo, hi, acc, u0, u1)
+        direct_pass(
+            src,
+            s_base,
+            dst,
+            d_base,
+            outer,
+            length,
+            n_out,
+            inner,
+            t0,
+            firsts,
+            counts,
+            scales,
+            dil,
+            stride,
+            lo,
+            hi,
+            acc,
+            u0,
+            u1,
+        )
 
 
 @kernel(**COMPUTE)
@@ -75,9 +126,9 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
     lo, hi = axes[axis, INNER_LO], axes[axis, INNER_HI]
     rows = TILE_ROWS
     n_in = U(length * rows)
-    tile_in, tile_out = tiles[:n_in], tiles[n_in:n_in + U(n_out * rows)]
+    tile_in, tile_out = tiles[:n_in], tiles[n_in : n_in + U(n_out * rows)]
     rest = n_in + U(n_out * rows)
-    prefix, suffix, acc = tiles[rest:rest + n_in], tiles[rest + n_in:rest + 2 * n_in], tiles[rest + 2 * n_in:]
+    prefix, suffix, acc = tiles[rest : rest + n_in], tiles[rest + n_in : rest + 2 * n_in], tiles[rest + 2 * n_in :]
     r_step = U(rows)
     for a0 in range(0, outer, rows):
         p = U(s_base + a0 * length)
@@ -87,11 +138,31 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
             for r in range(r_step):
                 tile_in[q + r] = src[p + r * n + t]
         if block > 0:
-            block_pass(tile_in, ZERO, tile_out, ZERO, length, n_out, rows, t0, splits, scales, dil, block, prefix,
-                        suffix)
+            block_pass(
+                tile_in, ZERO, tile_out, ZERO, length, n_out, rows, t0, splits, scales, dil, block, prefix, suffix
+            )
         else:
-            direct_pass(tile_in, ZERO, tile_out, ZERO, ONE, length, n_out, rows, t0, firsts, counts, scales, dil,
-                         stride, lo, hi, acc, ZERO, n_out)
+            direct_pass(
+                tile_in,
+                ZERO,
+                tile_out,
+                ZERO,
+                ONE,
+                length,
+                n_out,
+                rows,
+                t0,
+                firsts,
+                counts,
+                scales,
+                dil,
+                stride,
+                lo,
+                hi,
+                acc,
+                ZERO,
+                n_out,
+            )
         p = U(d_base + a0 * n_out)
         m = U(n_out)
         for o in range(m):
@@ -101,8 +172,9 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
 
 
 @kernel(**COMPUTE)
-def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size,
-                tiles, parts):
+def _pool_slabs(
+    x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size, tiles, parts
+):
     """Pool items ``start..stop`` of the flat input ``x`` into the flat ``out``: item ``i`` is
     part ``i % parts`` of slab ``i // parts``, the outputs of the first axis cut in ``parts``
     ranges (so that threads can share a few big slabs: ``parts > 1`` only with ``group == 1``
@@ -123,7 +195,7 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
     ndim = axes.shape[0]
     ping, pong = 0, group * size
     rest = 2 * group * size
-    pre, suf, acc = scratch[rest:rest + size], scratch[rest + size:rest + 2 * size], scratch[rest + 2 * size:]
+    pre, suf, acc = scratch[rest : rest + size], scratch[rest + size : rest + 2 * size], scratch[rest + 2 * size :]
     slab_in, row_out = channels, channels
     for axis in range(ndim):
         slab_in *= axes[axis, LENGTH]
@@ -148,17 +220,89 @@ def _pool_slabs(x, out, start, stop, group, band, axes, firsts, counts, splits, 
                 previous = pong if axis % 2 == 0 else ping
                 following = ping if axis % 2 == 0 else pong
                 if axis == 0 and ndim == 1:
-                    _one_pass(x, b * slab_in, out, b * slab_out + u0 * row_out, axes, axis, outer, inner, firsts,
-                              counts, splits, scales, pre, suf, acc, v0, v1, tiles)
+                    _one_pass(
+                        x,
+                        b * slab_in,
+                        out,
+                        b * slab_out + u0 * row_out,
+                        axes,
+                        axis,
+                        outer,
+                        inner,
+                        firsts,
+                        counts,
+                        splits,
+                        scales,
+                        pre,
+                        suf,
+                        acc,
+                        v0,
+                        v1,
+                        tiles,
+                    )
                 elif axis == 0:
-                    _one_pass(x, b * slab_in, scratch, following, axes, axis, outer, inner, firsts, counts, splits,
-                              scales, pre, suf, acc, v0, v1, tiles)
+                    _one_pass(
+                        x,
+                        b * slab_in,
+                        scratch,
+                        following,
+                        axes,
+                        axis,
+                        outer,
+                        inner,
+                        firsts,
+                        counts,
+                        splits,
+                        scales,
+                        pre,
+                        suf,
+                        acc,
+                        v0,
+                        v1,
+                        tiles,
+                    )
                 elif axis == ndim - 1:
-                    _one_pass(scratch, previous, out, b * slab_out + u0 * row_out, axes, axis, outer, inner, firsts,
-                              counts, splits, scales, pre, suf, acc, v0, v1, tiles)
+                    _one_pass(
+                        scratch,
+                        previous,
+                        out,
+                        b * slab_out + u0 * row_out,
+                        axes,
+                        axis,
+                        outer,
+                        inner,
+                        firsts,
+                        counts,
+                        splits,
+                        scales,
+                        pre,
+                        suf,
+                        acc,
+                        v0,
+                        v1,
+                        tiles,
+                    )
                 else:
-                    _one_pass(scratch, previous, scratch, following, axes, axis, outer, inner, firsts, counts, splits,
-                              scales, pre, suf, acc, v0, v1, tiles)
+                    _one_pass(
+                        scratch,
+                        previous,
+                        scratch,
+                        following,
+                        axes,
+                        axis,
+                        outer,
+                        inner,
+                        firsts,
+                        counts,
+                        splits,
+                        scales,
+                        pre,
+                        suf,
+                        acc,
+                        v0,
+                        v1,
+                        tiles,
+                    )
 
 
 @kernel(**COMPUTE)
@@ -187,12 +331,12 @@ def _fused_rows(x, out, b, r0, r1, axes, firsts, counts, scales, channels, h):
             if taps_h == 2 and taps_w == 2:  # 2 x 2 windows (DenseNet's transitions): one loop
                 q = p + tap_w
                 for k in range(c):
-                    out[o + k] = ((f64(x[p + k]) + f64(x[p + tap_h + k])) * sh
-                                  + (f64(x[q + k]) + f64(x[q + tap_h + k])) * sh) * sw
+                    out[o + k] = (
+                        (f64(x[p + k]) + f64(x[p + tap_h + k])) * sh + (f64(x[q + k]) + f64(x[q + tap_h + k])) * sh
+                    ) * sw
                 continue
             for j in range(taps_w):  # the first pass's sums, then the second's (direct.strided_sums)
-                strided_sums(x, np.int64(p + U(j) * tap_w), h, np.int64(U(j) * c), 1, 0, 0, c, taps_h, tap_h, 1, sh,
-                             h)
+                strided_sums(x, np.int64(p + U(j) * tap_w), h, np.int64(U(j) * c), 1, 0, 0, c, taps_h, tap_h, 1, sh, h)
             strided_sums(h, 0, out, np.int64(o), 1, 0, 0, c, taps_w, c, 1, sw, h)
 
 
@@ -240,8 +384,9 @@ def _global_slabs(x, out, start, stop, channels, scale, acc, parts):
             b2 = b1 + step
             b3 = b2 + step
             for c in range(n):
-                acc[c] += (np.float64(x[b0 + c]) + np.float64(x[b1 + c])) + (np.float64(x[b2 + c])
-                                                                           + np.float64(x[b3 + c]))
+                acc[c] += (np.float64(x[b0 + c]) + np.float64(x[b1 + c])) + (
+                    np.float64(x[b2 + c]) + np.float64(x[b3 + c])
+                )
             p += 4
         for q in range(p, positions):
             base = U(b * slab + q * channels + c0)
@@ -270,16 +415,43 @@ def pool_slabs(x, out, start, stop, t):
         n0, parts = axes[0, OUTPUTS], t.parts
         for item in range(start, stop):
             part = item % parts
-            _fused_rows(x, out, item // parts, part * n0 // parts, (part + 1) * n0 // parts, axes, t.firsts,
-                        t.counts, t.scales, t.channels, h)
+            _fused_rows(
+                x,
+                out,
+                item // parts,
+                part * n0 // parts,
+                (part + 1) * n0 // parts,
+                axes,
+                t.firsts,
+                t.counts,
+                t.scales,
+                t.channels,
+                h,
+            )
         return
     scratch = np.empty((2 * t.group + 3) * t.scratch_size)
     longest = 0
     for axis in range(axes.shape[0]):
         if axes[axis, LENGTH] <= TILE_MAX_LENGTH:
             longest = max(longest, _tile_scratch(axes[axis, LENGTH], axes[axis, OUTPUTS]))
-    _pool_slabs(x, out, start, stop, t.group, t.band, axes, t.firsts, t.counts, t.splits, t.scales, t.channels,
-                scratch, t.scratch_size, np.empty(longest), t.parts)
+    _pool_slabs(
+        x,
+        out,
+        start,
+        stop,
+        t.group,
+        t.band,
+        axes,
+        t.firsts,
+        t.counts,
+        t.splits,
+        t.scales,
+        t.channels,
+        scratch,
+        t.scratch_size,
+        np.empty(longest),
+        t.parts,
+    )
 
 
 @kernel(**JIT)
@@ -302,9 +474,9 @@ def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out):
                 lo = min(lo, firsts[t0 + o])
                 hi = max(hi, firsts[t0 + o] + (counts[t0 + o] - 1) * dil + 1)
         if hi > lo:
-            widen(bits, b * slab_in + lo * row_in, b * slab_in + hi * row_in, bfloat16, wide_in[lo * row_in:])
+            widen(bits, b * slab_in + lo * row_in, b * slab_in + hi * row_in, bfloat16, wide_in[lo * row_in :])
         pool_slabs(wide_in, wide_out, part, part + 1, t)
-        narrow(wide_out[r0 * row_out:r1 * row_out], out_bits, b * slab_out + r0 * row_out, bfloat16)
+        narrow(wide_out[r0 * row_out : r1 * row_out], out_bits, b * slab_out + r0 * row_out, bfloat16)
 
 
 @kernel(entry=True, **JIT)
@@ -327,4 +499,4 @@ def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
         n = min(block_slabs, stop - b)
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
         pool_slabs(wide_in, wide_out, 0, n, t)
-        narrow(wide_out[:n * slab_out], out_bits, b * slab_out, bfloat16)
+        narrow(wide_out[: n * slab_out], out_bits, b * slab_out, bfloat16)

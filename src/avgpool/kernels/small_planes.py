@@ -74,8 +74,24 @@ def pool_small_planes(x, out, start, stop, axes, masks, factors, sums):
         return
     block = planes * plane
     # each table as an array of its own: LLVM vectorised the loops over one shared array 5x slower
-    _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, masks[:block], masks[block:2 * block],
-                 masks[2 * block:3 * block], masks[3 * block:], factors[:block], factors[block:], sums)
+    _pool_blocks(
+        x,
+        out,
+        start,
+        stop,
+        planes,
+        plane,
+        width,
+        tall,
+        wide,
+        masks[:block],
+        masks[block : 2 * block],
+        masks[2 * block : 3 * block],
+        masks[3 * block :],
+        factors[:block],
+        factors[block:],
+        sums,
+    )
 
 
 @kernel(**COMPUTE)
@@ -86,8 +102,7 @@ def _pool_flat(x, out, start, stop, planes, height, width, tall, wide, factors, 
     axis's scale at the first row, the rows between and the last row, then the second axis's at
     the first column, the columns between and the last column."""
     f64 = np.float64
-    top, middle, bottom, left, centre, right = (factors[0], factors[1], factors[2], factors[3], factors[4],
-                                                factors[5])
+    top, middle, bottom, left, centre, right = (factors[0], factors[1], factors[2], factors[3], factors[4], factors[5])
     w, one, two = U(width), U(1), U(2)
     plane = U(height) * w
     for b in range(start, stop, planes):
@@ -120,8 +135,7 @@ def _pool_flat(x, out, start, stop, planes, height, width, tall, wide, factors, 
 
 
 @kernel(**COMPUTE)
-def _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, up, down, left, right, factor0, factor1,
-                 sums):
+def _pool_blocks(x, out, start, stop, planes, plane, width, tall, wide, up, down, left, right, factor0, factor1, sums):
     """:func:`pool_small_planes` with its tables apart: ``up``/``down`` mask the taps a row above
     and below (``tall``: the first axis has three taps), ``left``/``right`` those a column to
     either side (``wide``)."""
@@ -158,8 +172,7 @@ I8, I32, I64, F64 = ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.DoubleType
 
 
 def _splat(builder, value, n):
-    vector = builder.insert_element(ir.Constant(ir.VectorType(value.type, n), ir.Undefined), value,
-                                    ir.Constant(I32, 0))
+    vector = builder.insert_element(ir.Constant(ir.VectorType(value.type, n), ir.Undefined), value, ir.Constant(I32, 0))
     return builder.shuffle_vector(vector, vector, ir.Constant(ir.VectorType(I32, n), [0] * n))
 
 
@@ -168,8 +181,9 @@ def _masked(builder, name, value_type, arguments):
     vector = value_type if name == "load" else arguments[0].type
     element = {ir.FloatType(): "f32", F64: "f64"}[vector.element]
     function_type = ir.FunctionType(value_type, [a.type for a in arguments])
-    function = cgutils.get_or_insert_function(builder.module, function_type,
-                                              f"llvm.masked.{name}.v{vector.count}{element}.p0")
+    function = cgutils.get_or_insert_function(
+        builder.module, function_type, f"llvm.masked.{name}.v{vector.count}{element}.p0"
+    )
     return builder.call(function, arguments)
 
 
@@ -187,13 +201,16 @@ def _tap_row(builder, xs, x_type, start, inside, valid, plain):
         if mask is None:
             v = builder.load(builder.bitcast(pointer, vector.as_pointer()), align=4)
         else:
-            v = _masked(builder, "load", vector, [pointer, ir.Constant(I32, 4), mask,
-                                                  ir.Constant(vector, [-0.0] * half)])
+            v = _masked(
+                builder, "load", vector, [pointer, ir.Constant(I32, 4), mask, ir.Constant(vector, [-0.0] * half)]
+            )
         return builder.fpext(v, ir.VectorType(F64, half)) if x_type != F64 else v
 
     if not plain:
-        return [load(h, inside[h] if valid is None else builder.and_(inside[h], _splat(builder, valid, half)))
-                for h in range(2)]
+        return [
+            load(h, inside[h] if valid is None else builder.and_(inside[h], _splat(builder, valid, half)))
+            for h in range(2)
+        ]
     if valid is None:
         return [load(h, None) for h in range(2)]
     slots = [cgutils.alloca_once(builder, ir.VectorType(F64, half)) for _ in range(2)]
@@ -214,8 +231,9 @@ def _window_columns(builder, lo, hi, three, from_before, valid_left, valid_right
     half = LANES // 2
 
     def taps(offset):  # the columns offset, offset + 2, ...: one tap of every window
-        return builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(I32, half),
-                                                           [max(0, offset + 2 * i) for i in range(half)]))
+        return builder.shuffle_vector(
+            lo, hi, ir.Constant(ir.VectorType(I32, half), [max(0, offset + 2 * i) for i in range(half)])
+        )
 
     before, at, after = taps(-1), taps(0), taps(1)
     with builder.if_else(three) as (wide, pair):
@@ -239,6 +257,7 @@ def _plane_code(tall, plain):
     1), 1 (2 taps, pad_begin 1) or 0 (2 taps, pad_begin 0), the same for every row: a branch LLVM
     takes out of the loop. ``plain``: every row the windows read may be loaded 16 values at a time
     (:func:`_tap_row`)."""
+
     @intrinsic
     def plane(typingctx, x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second, o_end):
         """Output rows ``0..rows`` of the plane whose first tap row starts at ``x[q0]`` (maybe
@@ -248,20 +267,26 @@ def _plane_code(tall, plain):
 
         def codegen(context, builder, sig, args):
             x, q0, width, rows, up, down, f0, out, o, cols, left, right, f1, second, o_end = args
-            data = [context.make_array(t)(context, builder, v).data if isinstance(t, types.Array) else None
-                    for t, v in zip(sig.args, args)]
+            data = [
+                context.make_array(t)(context, builder, v).data if isinstance(t, types.Array) else None
+                for t, v in zip(sig.args, args)
+            ]
             xs, ups, downs, f0s, outs, lefts, rights, f1s = (data[i] for i in (0, 4, 5, 6, 7, 10, 11, 12))
             x_type, out_type = (context.get_value_type(sig.args[i].dtype) for i in (0, 7))
             half, lanes = LANES // 2, ir.VectorType(I64, LANES // 2)
             d8, m8 = ir.VectorType(F64, half), ir.VectorType(I8, half)
             index = ir.Constant(lanes, list(range(half)))
             widths = _splat(builder, width, half)
-            inside = [builder.icmp_unsigned("<", index, widths),
-                      builder.icmp_unsigned("<", builder.add(index, ir.Constant(lanes, [half] * half)), widths)]
+            inside = [
+                builder.icmp_unsigned("<", index, widths),
+                builder.icmp_unsigned("<", builder.add(index, ir.Constant(lanes, [half] * half)), widths),
+            ]
             zero = ir.Constant(I8, 0)
             no = ir.Constant(m8, [0] * half)
-            valid_left, valid_right = (builder.icmp_unsigned("!=", builder.load(builder.bitcast(m, m8.as_pointer()),
-                                                                                align=1), no) for m in (lefts, rights))
+            valid_left, valid_right = (
+                builder.icmp_unsigned("!=", builder.load(builder.bitcast(m, m8.as_pointer()), align=1), no)
+                for m in (lefts, rights)
+            )
             scale1 = builder.load(builder.bitcast(f1s, d8.as_pointer()), align=8)
             stored = builder.icmp_unsigned("<", index, _splat(builder, cols, half))
             three = builder.icmp_signed("==", second, ir.Constant(second.type, 3))
@@ -284,8 +309,9 @@ def _plane_code(tall, plain):
                     if tall:
                         a = [builder.load(c) for c in carried]
                         m = _tap_row(builder, xs, x_type, builder.add(q, width), inside, None, plain)
-                        z = _tap_row(builder, xs, x_type, builder.add(q, two_rows), inside, last if edge else None,
-                                     plain)
+                        z = _tap_row(
+                            builder, xs, x_type, builder.add(q, two_rows), inside, last if edge else None, plain
+                        )
                         for h in range(2):
                             builder.store(z[h], carried[h])
                         total = [builder.fadd(builder.fadd(a[h], m[h]), z[h]) for h in range(2)]
@@ -320,6 +346,7 @@ def _plane_code(tall, plain):
             return context.get_dummy_value()
 
         return signature, codegen
+
     return plane
 
 
@@ -337,9 +364,9 @@ def _pool_stride_two(x, out, start, stop, axes, masks, factors):
     or two (``loadable``) go by the code with plain loads (:func:`_plane_code`)."""
     height, width, rows, cols = axes[0, LENGTH], axes[1, LENGTH], axes[0, OUTPUTS], axes[1, OUTPUTS]
     half = LANES // 2
-    up, down = masks[2:2 + rows], masks[2 + rows:2 + 2 * rows]
-    left, right = masks[2 + 2 * rows:2 + 2 * rows + half], masks[2 + 2 * rows + half:2 + 2 * rows + 2 * half]
-    f0, f1 = factors[:rows], factors[rows:rows + half]
+    up, down = masks[2 : 2 + rows], masks[2 + rows : 2 + 2 * rows]
+    left, right = masks[2 + 2 * rows : 2 + 2 * rows + half], masks[2 + 2 * rows + half : 2 + 2 * rows + 2 * half]
+    f0, f1 = factors[:rows], factors[rows : rows + half]
     tall, second = masks[0] == 3, (masks[1] == 3) * 2 + axes[1, PLANE_PAD]
     plane_in, plane_out, w, n, m = U(height * width), U(rows * cols), U(width), U(rows), U(cols)
     back = U(axes[0, PLANE_PAD]) * w

@@ -32,8 +32,7 @@ def _broadcast(builder, vector, lane):
 
 def _vector_pointer(context, builder, array_type, array, index):
     ary = context.make_array(array_type)(context, builder, array)
-    return builder.bitcast(cgutils.get_item_pointer(context, builder, array_type, ary, [index]),
-                           _VECTOR.as_pointer())
+    return builder.bitcast(cgutils.get_item_pointer(context, builder, array_type, ary, [index]), _VECTOR.as_pointer())
 
 
 @intrinsic
@@ -52,16 +51,20 @@ def window_blocks(typingctx, line, i, k, sums, j, blocks, carry):
         with cgutils.for_range(builder, count) as loop:
             offset = builder.mul(loop.index, ir.Constant(loop.index.type, LANES))
             first = builder.add(start, offset)
-            entering = builder.load(_vector_pointer(context, builder, line_type, line_ary, builder.add(first, taps)),
-                                    align=8)
+            entering = builder.load(
+                _vector_pointer(context, builder, line_type, line_ary, builder.add(first, taps)), align=8
+            )
             leaving = builder.load(_vector_pointer(context, builder, line_type, line_ary, first), align=8)
             steps = builder.sub(entering, leaving)
             for shift in (1, 2, 4):  # lane n gains lane n - shift: after three steps, the prefix sums
                 mask = ir.Constant(_MASK, [LANES if n < shift else n - shift for n in range(LANES)])
                 steps = builder.add(steps, builder.shuffle_vector(steps, zero, mask))
             carry = builder.load(slot)
-            builder.store(builder.add(steps, carry),
-                          _vector_pointer(context, builder, sums_type, sums_ary, builder.add(target, offset)), align=8)
+            builder.store(
+                builder.add(steps, carry),
+                _vector_pointer(context, builder, sums_type, sums_ary, builder.add(target, offset)),
+                align=8,
+            )
             builder.store(builder.add(carry, _broadcast(builder, steps, LANES - 1)), slot)
         return context.get_dummy_value()
 
