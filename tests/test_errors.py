@@ -151,6 +151,21 @@ CASES = [
         ),
         ["AvgPool-16", "must fit in memory"],
     ),
+    (
+        "empty output numpy cannot make",
+        lambda: avgpool.average_pool(np.zeros((0, 1, 4, 4, 4), np.float32), [1, 1, 1], pads=[10**6] * 6),
+        ["AveragePool-22", "empty output of shape 0x1x2000004x2000004x2000004, which numpy cannot make"],
+    ),
+    (
+        "dilated extent beyond the supported values",
+        lambda: avgpool.average_pool(X, [2**20, 2], dilations=[2**21, 1]),
+        ["AveragePool-22", "`kernel_shape` (1048576, 2) with `dilations` (2097152, 1)", "larger than the supported"],
+    ),
+    (
+        "masked array with masked values",
+        lambda: avgpool.average_pool(np.ma.array(X, mask=X == 0), [2, 2]),
+        ["AveragePool-22", "the input is a masked array with 192 masked values"],
+    ),
     ("shape not sequence", lambda: avgpool.output_shape(5, [2, 2]), ["`input_shape`", "sequence"]),
     ("shape too short", lambda: avgpool.output_shape((1, 8), [2]), ["`input_shape`", "at least 3"]),
     ("shape negative", lambda: avgpool.output_shape((1, 1, -8), [2]), ["`input_shape`", "non-negative"]),

@@ -50,6 +50,19 @@ def as_int_tuple(name: str, value: Any, count: int, axes_text: str, *, minimum: 
     return values
 
 
+def check_dilated_extents(kernel_name: str, kernel: tuple[int, ...], dilations: tuple[int, ...]) -> None:
+    """Each axis's dilated kernel extent ``(k - 1) * d + 1`` within :data:`MAX_ATTRIBUTE_VALUE`
+    too: each value is, their product need not be, and window positions past int64 wrapped in
+    the window tables (NaN where the values are) or overflowed numpy."""
+    for axis, (k, d) in enumerate(zip(kernel, dilations)):
+        extent = (k - 1) * d + 1
+        if extent > MAX_ATTRIBUTE_VALUE:
+            raise AvgPoolError(
+                f"`{kernel_name}` {kernel} with `dilations` {dilations}: the dilated extent of axis {axis}, "
+                f"({k} - 1) * {d} + 1 = {extent}, is larger than the supported {MAX_ATTRIBUTE_VALUE}"
+            )
+
+
 def as_flag(name: str, value: Any) -> bool:
     """A boolean attribute: a bool, or 0/1 as ONNX writes it."""
     if isinstance(value, (bool, np.bool_)):

@@ -7,6 +7,8 @@ nothing below it.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import tuning
@@ -24,11 +26,16 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     dtype = np.dtype(dtype)
     spatial_shape = spatial_shape_of(shape, layout)
     t = tuning.current()
+    out_shape = infer_output_shape(spec, shape, layout)
+    if math.prod(out_shape) == 0:
+        # nothing to compute, however long an axis: no tables (a tiling built them tile by tile,
+        # 15-45 s for an output of 0 x 1 x 2M x 2M)
+        check_output_fits(out_shape, dtype, shape)
+        return PreparedPool(out_shape, dtype, 0, None, (), 1, False)
     if max(g.out for g in resolve(spec, spatial_shape)) > t.long_axis_outputs:
         from .tiles import tiled_pool
 
         return tiled_pool(spec, shape, dtype, layout, t.tile_outputs)  # its tiling checks the output's size
-    out_shape = infer_output_shape(spec, shape, layout)
     check_output_fits(out_shape, dtype, shape)
     channels = 1 if layout is Layout.NCX else shape[-1]
     tables = kernel_tables(spec, spatial_shape, channels)

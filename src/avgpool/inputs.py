@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,17 @@ def dtype_name(dtype: np.dtype) -> str:
     return np.dtype(dtype).newbyteorder("=").name
 
 
+def refuse_masked(x: Any, name: str) -> None:
+    """A numpy masked array with masked values: its data would be pooled as if none were (numpy
+    drops the mask when it makes an array), a silent wrong answer where windows hold them."""
+    ma = sys.modules.get("numpy.ma")  # not imported: x cannot be one
+    if ma is not None and isinstance(x, ma.MaskedArray) and ma.is_masked(x):
+        raise AvgPoolError(
+            f"{name} is a masked array with {ma.count_masked(x)} masked values: pooling reads every value, "
+            "so fill them first (e.g. x.filled(np.nan)) or pass x.data"
+        )
+
+
 def as_input_array(
     x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None
 ) -> np.ndarray:
@@ -25,6 +37,7 @@ def as_input_array(
     Any strides are kept (no copy); a byte-swapped array is converted once, because the
     compiled kernels read native numbers.
     """
+    refuse_masked(x, "the input")
     try:
         array = np.asarray(x)
     except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
@@ -92,12 +105,33 @@ def _shape_size(value: Any) -> int:
     return int(value)
 
 
-def _physical_memory() -> int | None:
-    """This machine's memory in bytes, or None where the system does not say."""
+def _memory_limit() -> int | None:
+    """The memory this process may use, in bytes: the machine's, or less where an address-space
+    limit (``ulimit -v``) or a cgroup (a container's memory limit) says so; None where the system
+    does not say. (Under a 4 GiB ``ulimit -v`` a 6.4 GB output was a raw MemoryError from numpy.)"""
+    limits = []
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):
-        return None
+        pass
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            limits.append(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as file:
+                text = file.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:  # "max", or cgroup v1's "no limit" (~2**63)
+            limits.append(int(text))
+        break
+    return min(limits) if limits else None
 
 
 def _size_text(size: float) -> str:
@@ -117,21 +151,29 @@ OUTPUT_TO_INPUT_BYTES = 4
 
 def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tuple[int, ...]) -> None:
     """Refuse, before any table is built, an output that with its window tables (a few int64s per
-    output along each axis) takes more bytes than this machine's memory and than
+    output along each axis) takes more bytes than this process may use (:func:`_memory_limit`) and than
     :data:`OUTPUT_TO_INPUT_BYTES` times the input: kernel sizes and pads in the billions, whose
     tables took tens of GB and minutes to build before failing (a Dask graph of such an output
     never finished building). An input beyond memory (memory-mapped, or a Dask array) may have an
     output beyond memory too."""
     itemsize = np.dtype(dtype).itemsize
     out_bytes = math.prod(out_shape) * itemsize
-    # the window tables: at most three int64s per output along each axis
-    needed = out_bytes + 24 * sum(out_shape)
-    memory = _physical_memory() or 0
+    # the window tables: at most three int64s per output along each axis (none for an empty output)
+    needed = out_bytes + 24 * sum(out_shape) if out_bytes else 0
+    memory = _memory_limit() or 0
     limit = max(memory, OUTPUT_TO_INPUT_BYTES * math.prod(in_shape) * itemsize)
+    if not out_bytes and math.prod(n for n in out_shape if n) * itemsize > np.iinfo(np.intp).max:
+        # numpy refuses such a shape even with an axis of 0 (its ValueError came out of a pool
+        # that had nothing to compute)
+        raise AvgPoolError(
+            f"the attributes give an empty output of shape {'x'.join(map(str, out_shape))}, which numpy cannot make "
+            f"(its other lengths hold more than {np.iinfo(np.intp).max} bytes of {dtype_name(dtype)}): "
+            f"check `kernel_shape` and the pads"
+        )
     if limit and needed > limit:
         raise AvgPoolError(
             f"the attributes give an output of shape {'x'.join(map(str, out_shape))} ({_size_text(out_bytes)} of "
-            f"{dtype_name(dtype)} and {_size_text(needed - out_bytes)} of window tables), more than this machine's "
-            f"memory ({_size_text(memory)}) and {OUTPUT_TO_INPUT_BYTES} times the input: an output "
+            f"{dtype_name(dtype)} and {_size_text(needed - out_bytes)} of window tables), more than the memory "
+            f"this process may use ({_size_text(memory)}) and {OUTPUT_TO_INPUT_BYTES} times the input: an output "
             f"must fit in memory, and only pads far beyond the input give more (check `kernel_shape` and the pads)"
         )

@@ -50,6 +50,10 @@ class PreparedPool:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "empty", self.items == 0 or math.prod(self.out_shape) == 0)
+        if self.views is None and self.kernel is None:  # an empty output: nothing to call
+            object.__setattr__(self, "call", None)
+            object.__setattr__(self, "plan", ())
+            return
         if self.views is None:
             from .kernels import jit
 

@@ -15,6 +15,7 @@ from . import caches, qlinear_engine
 from .attributes import as_flag
 from .dialects import qlinear as dialect
 from .errors import AvgPoolError, error_context
+from .inputs import refuse_masked
 from .memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
 from .pools import PreparedPool
 
@@ -581,6 +582,7 @@ def forget() -> None:
 
 
 def _as_array(x: Any) -> np.ndarray:
+    refuse_masked(x, "`X`")
     try:
         return np.asarray(x)
     except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input

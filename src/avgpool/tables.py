@@ -92,7 +92,12 @@ def block_size(geometry: AxisGeometry, taps: int, inner: int) -> int:
     g = geometry
     t = tuning.current()
     crossover = t.block_sums_min_kernel if inner > 1 else t.contiguous_block_sums_min_kernel
-    return g.kernel if g.kernel >= crossover and taps > 3 * g.length else 0
+    if g.kernel < crossover or taps <= 3 * g.length:
+        return 0
+    # a kernel longer than a residue class of the axis: one block holds the whole class, the same
+    # sums and splits as blocks of ``kernel`` (one of them partly filled), without the kernel's
+    # steps through it (k = 2**40 on 10 values took hours: tests/test_tiles.py)
+    return min(g.kernel, -(-g.length // g.dilation))
 
 
 def block_sizes(geometry: tuple[AxisGeometry, ...], channels: int) -> tuple[int, ...]:

@@ -45,7 +45,8 @@ import xarray as xr
 
 from .api import average_pool as _numpy_average_pool
 from .api import output_shape
-from .errors import AvgPoolError
+from .dialects import onnx as onnx_dialect
+from .errors import AvgPoolError, error_context
 
 __all__ = ["AvgPoolAccessor", "average_pool"]
 
@@ -128,7 +129,9 @@ def average_pool(
     """
     if not isinstance(obj, xr.DataArray | xr.Dataset):
         raise AvgPoolError(f"avgpool.xarray pools a DataArray or a Dataset, got {type(obj).__name__}")
-    pooling = _parsed(obj, kernel, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset)
+    # the dims' own checks named no operator; average_pool's name AveragePool-<version> already
+    with error_context(onnx_dialect.label(onnx_dialect.op_version(opset))):
+        pooling = _parsed(obj, kernel, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset)
     with _naming_axes(pooling.dims):
         if isinstance(obj, xr.DataArray):
             return xr.DataArray(_pooled_variable(obj.variable, pooling), coords=_coords(obj, pooling), name=obj.name)

@@ -7,7 +7,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..attributes import as_choice, as_flag, as_int_tuple
+from ..attributes import as_choice, as_flag, as_int_tuple, check_dilated_extents
 from ..errors import AvgPoolError
 from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 
@@ -86,6 +86,7 @@ def make_spec(
     if dilations is not None and version < 19:
         raise _absent_before("dilations", 19, version)
     dilations_ = (1,) * n if dilations is None else as_int_tuple("dilations", dilations, n, axes_text, minimum=1)
+    check_dilated_extents("kernel_shape", kernel, dilations_)
     flat_pads = (
         (0,) * (2 * n)
         if pads is None

@@ -12,7 +12,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..attributes import MAX_ATTRIBUTE_VALUE, as_choice, as_flag, as_int_tuple
+from ..attributes import MAX_ATTRIBUTE_VALUE, as_choice, as_flag, as_int_tuple, check_dilated_extents
 from ..errors import AvgPoolError
 from ..shape import same_pads
 from ..spec import Divisor, PadMode, PoolSpec, Rounding
@@ -74,6 +74,7 @@ def make_spec(
     if dilations is not None and version < 16:
         raise AvgPoolError(f"`dilations` does not exist before AvgPool-16; this is AvgPool-{version}")
     dilations_ = (1,) * n if dilations is None else as_int_tuple("dilations", dilations, n, axes_text, minimum=1)
+    check_dilated_extents("kernel", kernel_, dilations_)
     mode = _AUTO_PAD[_enum_name("auto_pad", auto_pad, tuple(_AUTO_PAD))]
     # pads are ignored unless auto_pad is explicit, and OpenVINO then accepts any value, even negative
     pad_minimum = 0 if mode is PadMode.EXPLICIT else -MAX_ATTRIBUTE_VALUE

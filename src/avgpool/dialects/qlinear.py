@@ -217,9 +217,14 @@ def parse_scale(name: str, value: Any) -> np.float32:
         scale = np.float32(value)
     else:
         with np.errstate(over="ignore", invalid="ignore"):
-            scale = np.float32(value)
+            try:
+                scale = np.float32(value)
+            except OverflowError:  # a Python int beyond float64
+                scale = np.float32(math.inf if value > 0 else -math.inf)
     if not math.isfinite(scale):
-        given = f"{value!r}, as float32 " if math.isfinite(value) else ""  # a finite value beyond float32
+        # a finite value beyond float32 (any int is finite, and math.isfinite overflows on 10**400)
+        finite = isinstance(value, numbers.Integral) or math.isfinite(value)
+        given = f"{value!r}, as float32 " if finite else ""
         raise AvgPoolError(
             f"`{name}` is {given}{float(scale)}: it must be finite (onnxruntime's float-to-int "
             "conversion of the result would be undefined)"
