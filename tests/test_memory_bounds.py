@@ -312,3 +312,38 @@ def test_a_slab_of_few_rows_holds_a_bounded_running_sum(peak, shape, layout):
         f"peak {report['first_call'] / MIB:.0f} MiB for {in_out / MIB:.0f} MiB of input and output"
     )
     _check_kernel_call(report)
+
+
+_QLINEAR_LONG = textwrap.dedent("""
+    import gc, json
+    import numpy as np
+    import avgpool
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+    avgpool.qlinear_average_pool(np.zeros((1, 1, 64), np.uint8), 0.1, 0, 0.2, 0, [2])  # kernels loaded
+    x = np.random.default_rng(0).integers(0, 256, (1, 1, 1 << 24), dtype=np.uint8)
+    gc.collect()
+    before = status("VmRSS")
+    y = avgpool.qlinear_average_pool(x, 0.1, 0, 0.2, 0, [2])
+    peak = status("VmHWM") - before
+    del y
+    for i in range(5):  # five more shapes: what the caches keep after their calls
+        avgpool.qlinear_average_pool(np.zeros((1, 1, (1 << 22) + i), np.uint8), 0.1, 0, 0.2, 0, [2])
+    gc.collect()
+    print(json.dumps(dict(peak=peak, kept=status("VmRSS") - before)))
+""")
+
+
+def test_a_long_qlinear_axis_takes_memory_in_proportion_to_its_data():
+    # 1 x 1 x 16M uint8 (16 MiB in, 16 out): the whole axis's window tables took +1.3 GiB, and
+    # five 4M calls left 800 MiB held by make_plan's lru_cache; since, tiles of 64K outputs
+    # (qlinear_engine._tiled) and plans cached by bytes too
+    run = subprocess.run([sys.executable, "-c", _QLINEAR_LONG], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    in_out = 2 * (1 << 24)
+    assert report["peak"] < 1.5 * in_out + 48 * MIB, f"the call grew by {report['peak'] / MIB:.0f} MiB"
+    assert report["kept"] < in_out + 64 * MIB, f"{report['kept'] / MIB:.0f} MiB kept after the calls"

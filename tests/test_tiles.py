@@ -350,3 +350,37 @@ def test_qlinear_tiles_of_one_shape_share_their_tables(channels_last):
         ((10, 15), (15, 20)), (1, 3, 11, 11) if not channels_last else (1, 11, 11, 3)
     )
     assert len(prepared) < len(list(itertools.product(*ranges))) / 2  # 25 tiles: 9 kinds at most
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_qlinear_long_axes_pooled_tile_by_tile_give_the_same_bits(seed, small_tiles):
+    """qlinear_average_pool on an axis of more than ``long_axis_outputs`` outputs goes tile by
+    tile (qlinear_engine._tiled: the whole axis's tables took 1.4 GB for a 16 MiB input): the
+    function, the prepared pool and out= give the untiled bits."""
+    from avgpool import memo, qlinear_engine
+
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for _ in range(60):
+        x, attrs, quant = qlinear_case(rng, int(rng.integers(0, 2)))
+        memo.clear_all()
+        try:
+            tiled = avgpool.qlinear_average_pool(x, *quant, **attrs)
+        except avgpool.AvgPoolError:
+            continue
+        geometry = qlinear_dialect.make_geometry(x.shape, *(attrs[k] for k in _QLINEAR_ORDER))
+        if qlinear_engine.prepare(x.shape, x.dtype, geometry).quantized.kind != qlinear_engine._TILED:
+            continue
+        pool = avgpool.QLinearAveragePool(*quant, **attrs)
+        out = np.full_like(tiled, 5)
+        assert pool(x, out) is out
+        with tuning.tuned(long_axis_outputs=1 << 40):
+            memo.clear_all()
+            whole = avgpool.qlinear_average_pool(x, *quant, **attrs)
+        memo.clear_all()
+        assert same_bits(tiled, whole) and same_bits(out, whole), (x.dtype, x.shape, attrs)
+        checked += 1
+    assert checked > 15
+
+
+_QLINEAR_ORDER = ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "count_include_pad", "channels_last")

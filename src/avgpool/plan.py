@@ -6,11 +6,11 @@ pool is a sequence of 1-D passes, each described by one of these tables.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from .caches import BoundedCache
 from .shape import AxisGeometry, resolve
 from .spec import Divisor, PoolSpec
 
@@ -85,9 +85,10 @@ def any_pad(geometry: tuple[AxisGeometry, ...]) -> bool:
     return any(g.pad_begin or g.pad_end for g in geometry)
 
 
-@functools.lru_cache(maxsize=512)
+@BoundedCache
 def make_plan(spec: PoolSpec, spatial_shape: tuple[int, ...]) -> tuple[AxisPlan, ...]:
     """The window tables of every spatial axis; cached because real models call the same node
-    shape again and again."""
+    shape again and again, bounded by bytes too (an lru_cache of 512 kept five 1 x 1 x 4M
+    QLinear calls' plans, 370 MB, after they returned)."""
     geometry = resolve(spec, spatial_shape)
     return tuple(axis_plan(g, spec.divisor, any_pad(geometry)) for g in geometry)

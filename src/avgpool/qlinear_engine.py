@@ -12,6 +12,7 @@ kernel.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ from .spec import Layout
 
 _ARGS_CACHE = 64
 
-_EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC, _NCX_THROUGH_NXC = range(6)
+_EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC, _NCX_THROUGH_NXC, _TILED = range(7)
 _KERNEL_NAMES = {
     _GENERAL_NCX: "pool_ncx",
     _GENERAL_NXC: "pool_nxc",
@@ -123,6 +124,8 @@ def _make_scalars(prepared: PreparedPool, params: QuantParams) -> tuple[np.ndarr
         return (tab,)
     if q.kind == _EMPTY:
         return ()
+    if q.kind == _TILED:  # each tile's pool makes its own from the values
+        return (params,)
     header, div = q.tables
     words = len(header) + (2 + len(div) + 1) // 2
     tab = np.zeros(words, np.int64)
@@ -291,7 +294,34 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
             in_shape=shape,
             dtype=dtype,
         )
+    if max(out_shape[a] for a in geometry.layout.spatial_axes(len(shape))) > tuning.current().long_axis_outputs:
+        return _tiled(shape, dtype, out_shape, geometry)
     return _general(shape, dtype, out_shape, geometry, make_plan(geometry.spec, spatial))
+
+
+def _tiled(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry) -> PreparedPool:
+    """An input with a very long axis, pooled tile by tile (:class:`avgpool.tiles.QLinearTiling`,
+    whose tiles give the whole input's bits): the window tables of the whole axis took ~80
+    bytes per output (1.4 GB for a 16 MiB 1 x 1 x 2**24 input), a tile's take its own share. Its
+    plan has no kernel and 0 pieces: :func:`run` and :func:`run_into` hand it to :func:`_pool_tiles`."""
+    from .tiles import qlinear_tiling
+
+    tiling = qlinear_tiling(shape, dtype, geometry)
+    return _prepared(geometry, out_shape, _TILED, shape, out_shape, 1, 0, (tiling,), in_shape=shape, dtype=dtype)
+
+
+def _pool_tiles(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, target: np.ndarray) -> None:
+    """A tiled pool's outputs into ``target``, tile after tile along every spatial axis."""
+    (tiling,), (params,) = prepared.quantized.tables, kernel_args
+    step = tuning.current().tile_outputs
+    spatial = tiling.spatial_axes
+    take, put = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+    ranges = [[(a, min(a + step, n)) for a in range(0, n, step)] for n in (tiling.out_shape[a] for a in spatial)]
+    for outputs in itertools.product(*ranges):
+        for i, (axis, (start, stop)) in enumerate(zip(spatial, outputs)):
+            take[axis] = slice(*tiling.input_range(i, start, stop))
+            put[axis] = slice(start, stop)
+        tiling.pool(x[tuple(take)], outputs, params, out=target[tuple(put)])
 
 
 def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> PreparedPool:
@@ -413,6 +443,10 @@ def run(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarray, ..
     point.
     """
     call, items, pieces, x_view, out_view, out_shape, x_how, out_how, kernel, dtype = prepared.plan
+    if not pieces:
+        result = np.empty(out_shape, x.dtype)
+        _pool_tiles(prepared, x, kernel_args, result)
+        return result
     if out_how == 1:
         result = np.empty(out_shape, x.dtype)
         out = result.ravel()
@@ -461,6 +495,8 @@ def run_into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarra
             call(x, flat, 0, items, kernel_args[0])
         else:
             threads.run_pieces(kernel, x, flat, items, pieces, kernel_args)
+    elif not pieces:
+        _pool_tiles(prepared, x, kernel_args, target)
     if copy:
         out[...] = target
     return out
