@@ -705,3 +705,26 @@ def test_a_large_image_is_read_without_pillows_warning(tmp_path, monkeypatch):
         warnings.simplefilter("error")
         code, _ = run(["pool", tmp_path / "g.png", tmp_path / "y.npy", "-k", "2,2"])
     assert code == 0 and set(np.load(tmp_path / "y.npy").ravel()) == {7.0}
+
+
+@pytest.mark.parametrize(
+    "argv, label",
+    [
+        (["shape", "1x3x8x8", "-k", "3,3", "-s", "0,1"], "ONNX AveragePool-22 (opset 22): `strides` is (0, 1)"),
+        (["shape", "1x3x8x8", "-k", "3,3", "-s", "0,1", "--dialect", "openvino"], "OpenVINO AvgPool-16: `strides`"),
+        (
+            ["explain", "1x1x4", "-k", 2**40, "-d", 2**40, "--auto-pad", "SAME_UPPER"],
+            "ONNX AveragePool-22 (opset 22): `kernel_shape` (1099511627776,) with `dilations`",
+        ),
+    ],
+)
+def test_shape_and_explain_name_the_operator_that_refuses(capsys, argv, label):
+    fails(capsys, argv, label)
+
+
+@pytest.mark.parametrize("shape, kernel, typo", [("1x3x32x32x", "3,3", "1x3x32x32x"), ("1x3x32x32", "3,,3", "3,,3")])
+def test_an_empty_number_in_a_list_flag_is_a_typo_not_skipped(capsys, shape, kernel, typo):
+    with pytest.raises(SystemExit) as exit_:
+        run(["shape", shape, "-k", kernel])  # argparse's usage error
+    assert exit_.value.code == 2
+    assert f"expected comma-separated integers, got '{typo}'" in capsys.readouterr().err

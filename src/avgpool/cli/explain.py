@@ -7,6 +7,7 @@ import os
 from io import BytesIO
 from typing import TYPE_CHECKING
 
+from ..errors import error_context
 from .flags import UsageError, add_attribute_flags, dialect_label, ints, output_shape, settings_from_args, spatial
 from .interrupts import INTERRUPTS
 
@@ -49,10 +50,11 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
 
     settings = settings_from_args(args)
     spatial_shape = spatial(args.input_shape, settings.channels_last)
-    spec = DIALECTS[args.dialect].input_spec(settings, tuple(args.input_shape))
-    axes = windows.describe(spec, spatial_shape)
-    out_shape = output_shape(args.input_shape, [a.geometry.out for a in axes], settings.channels_last)
     label = dialect_label(args.dialect, settings)
+    with error_context(label):
+        spec = DIALECTS[args.dialect].input_spec(settings, tuple(args.input_shape))
+        axes = windows.describe(spec, spatial_shape)
+    out_shape = output_shape(args.input_shape, [a.geometry.out for a in axes], settings.channels_last)
     text = windows.explain_text(
         settings,
         label,

@@ -26,8 +26,11 @@ class UsageError(Exception):
 def ints(text: str) -> list[int]:
     import argparse
 
+    if not text.strip():
+        return []
     try:
-        return [int(part) for part in text.replace("x", ",").split(",") if part.strip()]
+        # every part a number: "3,,3" or "1x3x32x" is a typo, not 3,3 or 1x3x32
+        return [int(part) for part in text.replace("x", ",").split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 

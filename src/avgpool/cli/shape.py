@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .flags import add_attribute_flags, ints, settings_from_args, spatial
+from ..errors import error_context
+from .flags import add_attribute_flags, dialect_label, ints, settings_from_args, spatial
 
 if TYPE_CHECKING:
     import argparse
@@ -33,6 +34,7 @@ def command(args: argparse.Namespace, stdout: TextIO) -> int:
     settings = settings_from_args(args)
     spatial(args.input_shape, settings.channels_last)  # a usage error before any dialect reads the shape
     input_shape = tuple(args.input_shape)
-    spec = DIALECTS[args.dialect].input_spec(settings, input_shape)
+    with error_context(dialect_label(args.dialect, settings)):
+        spec = DIALECTS[args.dialect].input_spec(settings, input_shape)
     print("x".join(map(str, infer_output_shape(spec, input_shape, settings.layout))), file=stdout)
     return 0
