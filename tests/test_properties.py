@@ -568,3 +568,57 @@ def test_fixed_point_exponent(values, headroom, fits):
     if fits:
         ints = bits.view(np.float32).astype(np.float64) * 2.0**-q
         assert (ints == np.round(ints)).all() and (np.abs(ints) < 2.0**headroom).all()
+
+
+def _window_sums(x: np.ndarray, kernel: tuple[int, ...], pads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact float64 sums and valid-tap counts of every stride-1 window of a small-integer ``x``
+    (padded by ``pads`` on every side)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    spatial = tuple(range(2, x.ndim))
+    width = [(0, 0), (0, 0), *[(pads, pads)] * len(kernel)]
+    padded = np.pad(x.astype(np.float64), width)
+    ones = np.pad(np.ones(x.shape), width)
+    last = tuple(range(-len(kernel), 0))
+    sums = sliding_window_view(padded, kernel, axis=spatial).sum(axis=last)
+    counts = sliding_window_view(ones, kernel, axis=spatial).sum(axis=last)
+    return sums, counts
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("kernel, pads", [((3, 3), 0), ((3, 3), 1), ((2, 2), 1), ((3, 3, 3), 1), ((7, 7), 0)])
+def test_windows_summing_to_zero_average_to_zero(dtype, kernel, pads):
+    # each axis scaled by its own rounded reciprocal inside the sum: 2% of the 3 x 3 windows of
+    # small integers that sum to exactly 0 gave ~1e-17 (tables.divisor_scales)
+    rng = np.random.default_rng(len(kernel) * 10 + pads)
+    x = rng.integers(-3, 4, (2, 4) + (max(9, 3 * max(kernel)),) * len(kernel)).astype(dtype)
+    y = avgpool.average_pool(x, list(kernel), pads=[pads] * 2 * len(kernel))
+    sums, _ = _window_sums(x, kernel, pads)
+    assert (sums == 0).sum() > 20
+    assert np.all(y[sums == 0] == 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("kernel, pads", [((3, 3), 0), ((3, 3), 1), ((2, 2), 1), ((3, 3, 3), 1), ((7, 7), 0)])
+def test_windows_of_small_integers_are_their_sum_divided_once(dtype, kernel, pads):
+    # the exact sum, its divisor as the kernel's reference times a dyadic edge ratio, one
+    # rounding to float64 and one to the dtype: float32(sum / count) in every window
+    rng = np.random.default_rng(len(kernel) * 10 + pads + 1)
+    x = rng.integers(-50, 51, (2, 4) + (9,) * len(kernel)).astype(dtype)
+    y = avgpool.average_pool(x, list(kernel), pads=[pads] * 2 * len(kernel))
+    sums, counts = _window_sums(x, kernel, pads)
+    np.testing.assert_array_equal(y, (sums / counts).astype(dtype))
+
+
+def test_a_float16_average_halfway_between_neighbours_rounds_to_even():
+    # exact mean 2563/8192, halfway between two float16 values: 0.31298828125 (even), which
+    # OpenVINO's plugin gives; the per-axis reciprocals gave 0.312744140625
+    rows = [
+        [-1.2568359375, -0.1612548828125, -0.447021484375, -0.10986328125],
+        [1.0458984375, 0.99365234375, -0.14013671875, 1.123046875],
+        [-0.7666015625, 0.355712890625, 1.779296875, -0.57763671875],
+    ]
+    x = np.array(rows, np.float16).reshape(1, 1, 3, 4)
+    assert float(avgpool.average_pool(x, [3, 3])[0, 0, 0, 1]) == 0.31298828125
+    y = avgpool.openvino.avg_pool(x, [3, 3], exclude_pad=True)
+    assert float(y[0, 0, 0, 1]) == 0.31298828125

@@ -117,20 +117,19 @@ def test_float_tiles_are_the_whole_bit_for_bit():
 
 
 def window_where_paths_differ() -> np.ndarray:
-    """A 1 x 1 x 5 x 10 float32 slab of ones whose first 5x5 window has a mean of exactly a
-    float32 midpoint (1 + 2**-24), which the exact sums and the float64 multi-pass sums round
-    to different neighbours: taps ``1 + d * 2**-23`` and one ``1 - 63 * 2**-24`` (the offsets
-    sum to 25 * 2**-24); this order of the ``d`` came from a search over random ones (a quarter
-    of them differ). Pooled 5x5 with strides (5, 1), so that the exact path applies."""
-    delta = [1, 3, 3, 3, 1, 2, 3, 2, 3, 2, 2, 1, 3, 0, 2, 2, 3, 2, 1, 1, 1, 1, 2, 0, 0]
-    taps = 1.0 + np.asarray(delta, np.float64) * 2.0**-23
-    taps[23] = 1.0 - 63 * 2.0**-24
+    """A 1 x 1 x 5 x 10 float32 slab of ones whose first window (5 x 5 with 2 rows of padding on
+    top: its first 3 rows, 15 taps ``1 + d * 2**-24``, the ``d`` summing to 75) has a mean of
+    exactly a float32 midpoint, 1 + 2.5 ulp, which the exact sums round to even (1 + 2 ulp) and
+    the float64 passes, whose rows are scaled by 5/3 before the rows' sum, to 1 + 3 ulp; the ``d``
+    came from a search over random ones (interior windows, scaled once, give both paths the same
+    bits). Pooled with strides (5, 1), so that the exact path applies."""
+    delta = [[0, 0, 6, 4, 12], [12, 0, 4, 8, 12], [4, 2, 8, -1, 4]]
     x = np.ones((1, 1, 5, 10), np.float32)
-    x[0, 0, :, :5] = taps.reshape(5, 5)
+    x[0, 0, :3, :5] = 1.0 + np.asarray(delta, np.float64) * 2.0**-24
     return x
 
 
-ATTRS = dict(kernel_shape=[5, 5], strides=[5, 1])
+ATTRS = dict(kernel_shape=[5, 5], strides=[5, 1], pads=[2, 0, 0, 0])
 
 
 def test_a_slab_the_exact_check_refuses_is_float64_in_every_tile():
@@ -143,11 +142,11 @@ def test_a_slab_the_exact_check_refuses_is_float64_in_every_tile():
     assert t.exact
     exact = tiles.exact_allowed(*tiles.slab_bit_range(x, t.layout), t.headroom)
     assert exact.tolist() == [[False]]
-    a, b = t.input_range(1, 0, 1)
+    rows, (a, b) = slice(*t.input_range(0, 0, 1)), t.input_range(1, 0, 1)
     assert b <= 9  # the first window's tile does not hold the NaN
-    assert same_bits(t.pool(x[..., a:b], ((0, 1), (0, 1)), exact), whole[..., :1])
+    assert same_bits(t.pool(x[..., rows, a:b], ((0, 1), (0, 1)), exact), whole[..., :1])
     # deciding from the tile's own values (not the slab's) would give the other neighbour
-    assert not same_bits(t.pool(x[..., a:b], ((0, 1), (0, 1)), None), whole[..., :1])
+    assert not same_bits(t.pool(x[..., rows, a:b], ((0, 1), (0, 1)), None), whole[..., :1])
 
 
 def test_mixed_slabs_take_each_its_own_path():
@@ -159,8 +158,8 @@ def test_mixed_slabs_take_each_its_own_path():
     t = float_tiling(x, ATTRS)
     exact = tiles.exact_allowed(*tiles.slab_bit_range(x, t.layout), t.headroom)
     assert exact.tolist() == [[False, True, False]]
-    a, b = t.input_range(1, 0, 2)
-    tile = t.pool(x[..., a:b], ((0, 1), (0, 2)), exact)
+    rows, (a, b) = slice(*t.input_range(0, 0, 1)), t.input_range(1, 0, 2)
+    tile = t.pool(x[..., rows, a:b], ((0, 1), (0, 2)), exact)
     assert same_bits(tile, whole[..., :2])
     assert tile[0, 0, 0, 0] != tile[0, 1, 0, 0]
 

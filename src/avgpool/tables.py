@@ -170,7 +170,7 @@ def tables_from_plans(
         row[columns.DILATION], row[columns.STRIDE], row[columns.BLOCK] = g.dilation, g.stride, block
         row[columns.INNER_LO], row[columns.INNER_HI] = _interior(p)
         splits.append(_block_splits(p, block))
-    scales = _reciprocal(np.concatenate([p.divisor for p in plans]))
+    scales = divisor_scales(plans)
     plane_masks, plane_factors, plane_sums = np.empty(0, np.uint8), np.empty(0), 0
     kind = small_plane_kind(plans, channels, blocks, global_window)
     if kind is not None:
@@ -332,9 +332,23 @@ def _cache_aligned(values: np.ndarray) -> np.ndarray:
     return aligned
 
 
-def _reciprocal(divisors: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return 1.0 / divisors.astype(np.float64)
+def divisor_scales(plans: tuple[AxisPlan, ...]) -> np.ndarray:
+    """The factors each axis's sums are multiplied by, every axis's outputs in turn: their
+    product over the axes is 1 / the window's divisor, and the one rounding of a reciprocal
+    comes after every sum. Every axis but the last multiplies by its kernel / its divisor, 1 in
+    the interior (and 1.5 for a 3-tap window's 2-tap edge: exact where the ratio is), the last
+    by 1 / (those kernels times its divisor). Each axis scaled by its own reciprocal rounded
+    inside the sum: over 3 x 3 windows of small integers 2% of the windows summing to 0 gave
+    ~1e-17 instead of 0 (tests/test_properties.py). The kernels multiply by the first axis's
+    factor first (separable passes, small planes, the exact sums' row factors); a factor of a
+    tile's axis is the whole axis's (the kernel), so tiles keep the whole input's bits. A
+    divisor of 0 (no valid tap) gives an infinite factor: 0 * inf, NaN, as 0 / 0."""
+    *before, last = plans
+    reference = math.prod(float(p.geometry.kernel) for p in before)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factors = [p.geometry.kernel / p.divisor.astype(np.float64) for p in before]
+        factors.append(1.0 / (reference * last.divisor.astype(np.float64)))
+    return np.concatenate(factors)
 
 
 # The exact int64 running sums of :mod:`.kernels.running` for one (spec, shape), in the named
