@@ -283,3 +283,36 @@ def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job():
         threads.run_pieces(prepared.kernel, x.ravel(), out.ravel(), prepared.items, 2, prepared.kernel_args)
     assert crew.held == 0 and not crew.pools
     assert np.array_equal(out, avgpool.average_pool(x, [3, 3]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_a_caller_whose_helpers_are_busy_runs_the_shipped_kernel(monkeypatch, dtype):
+    """When another thread holds the helpers, the kernel runs on the caller's thread with the
+    signature it is shipped compiled for (a read-only input): a writable one compiled a new
+    specialisation, 3-4 minutes for two threads pooling at once in a fresh install."""
+    from avgpool import engine
+    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool.spec import Layout
+
+    x = np.random.default_rng(3).random((2, 3, 16, 16)).astype(dtype)
+    spec = onnx_dialect.make_spec(22, x.shape, [3, 3], pads=[1, 1, 1, 1])
+    with threaded_everywhere():
+        prepared = engine.prepare(spec, x.shape, x.dtype, Layout.NCX)
+        assert prepared.pieces > 1
+        expected = prepared(x)
+    kernel, signatures, writable = prepared.kernel, list(prepared.kernel.signatures), []
+
+    def recording(flat_x, *rest):  # what the kernel is given (called read-only either way)
+        writable.append(flat_x.flags.writeable)
+        flat_x = flat_x.view()
+        flat_x.flags.writeable = False
+        return kernel(flat_x, *rest)
+
+    monkeypatch.setattr(threads, "_CREW", [None])  # no helpers: as when another caller holds them
+    bits = np.uint16 if prepared.as_bits else x.dtype
+    out = np.empty_like(expected)
+    threads.run_pieces(
+        recording, x.view(bits).ravel(), out.view(bits).ravel(), prepared.items, prepared.pieces, prepared.kernel_args
+    )
+    assert writable == [False]
+    assert out.tobytes() == expected.tobytes() and list(kernel.signatures) == signatures  # nothing compiled

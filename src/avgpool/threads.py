@@ -338,4 +338,10 @@ def run_pieces(kernel: Any, x: Any, out: Any, items: int, pieces: int, args: tup
                 return
         except Exception:  # noqa: BLE001 - the sharing machinery failed for this kernel: run it here
             pass
+    if x.flags.writeable:
+        # the kernels only read x and are shipped compiled for a read-only x (as the crew calls
+        # them): through the dispatcher a writable one compiled a new signature, minutes on the
+        # first call of a thread whose helpers another thread was using
+        x = x.view()
+        x.flags.writeable = False
     kernel(x, out, 0, items, *args)
