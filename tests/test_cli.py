@@ -190,13 +190,22 @@ def test_pool_image_round_trip(tmp_path):
 def test_pool_image_output_rule(tmp_path):
     from PIL import Image
 
-    values = np.array([[[[-3.0, 0.5, 1.5, 2.5], [254.5, 255.6, 1e9, np.nan]]]], dtype=np.float32)
+    values = np.array([[[[-0.4, 0.5, 1.5, 2.5], [254.5, 255.4, 3.0, np.nan]]]], dtype=np.float32)
     np.save(tmp_path / "v.npy", values)
     assert run(["pool", tmp_path / "v.npy", tmp_path / "v.png", "-k", "1,1"])[0] == 0
     with Image.open(tmp_path / "v.png") as image:
         assert image.mode == "L"
-        # round half to even, clip to 0..255, NaN -> 0
-        np.testing.assert_array_equal(np.asarray(image), [[0, 0, 2, 2], [254, 255, 255, 0]])
+        # round half to even, NaN -> 0
+        np.testing.assert_array_equal(np.asarray(image), [[0, 0, 2, 2], [254, 255, 3, 0]])
+
+
+@pytest.mark.parametrize("outside", [-3.0, 255.6, 1e9, np.inf])
+def test_pool_image_output_refuses_values_it_would_clip(tmp_path, capsys, outside):
+    # a 16-bit grey PNG pooled into a PNG came out all 255, silently
+    values = np.array([[[[10.0, outside], [20.0, 30.0]]]], dtype=np.float32)
+    np.save(tmp_path / "v.npy", values)
+    fails(capsys, ["pool", tmp_path / "v.npy", tmp_path / "v.png", "-k", "1,1"], "outside the 0..255", "write .npy")
+    assert not (tmp_path / "v.png").exists()
 
 
 def test_pool_grayscale_jpeg_in(tmp_path):

@@ -10,7 +10,8 @@
   unchanged (0..255 for 8-bit images, uint8; :func:`as_pool_input` converts them to float32 for the
   float dialects).
 - Writing an image: N must be 1 and C 1 to 4; each value is rounded half to even
-  (``np.rint``), clipped to 0..255 and stored as 8 bits; NaN becomes 0.
+  (``np.rint``) and stored as 8 bits; NaN becomes 0; a value that would round outside 0..255 (a
+  16-bit grey PNG's, or a .npy's) is refused rather than clipped.
 
 - ``.npz`` inputs are untrusted: a member that would inflate to more than the memory available
   is refused before any of it is decompressed, and member names never become paths (an output
@@ -292,14 +293,20 @@ def as_pool_input(block: Any, *, dtype: str | None, image: bool, channels_last: 
 
 
 def to_image_pixels(array: np.ndarray) -> np.ndarray:
-    """N x C x H x W values -> H x W x C uint8: round half to even, clip to 0..255, NaN -> 0."""
+    """N x C x H x W values -> H x W x C uint8: round half to even, NaN -> 0, refused outside 0..255."""
     if array.ndim != 4 or array.shape[0] != 1 or not 1 <= array.shape[1] <= 4:
         raise FileFormatError(
             f"an image needs an output of shape 1 x C x H x W with C from 1 to 4, not "
             f"{'x'.join(map(str, array.shape))}; write .npy or .npz instead"
         )
-    values = np.asarray(array, dtype=np.float64)
-    values = np.clip(np.rint(np.nan_to_num(values, nan=0.0, posinf=255.0, neginf=0.0)), 0, 255)
+    values = np.rint(np.nan_to_num(np.asarray(array, dtype=np.float64), nan=0.0))
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    if low < 0 or high > 255:
+        # clipping them lost the data silently (a 16-bit grey PNG pooled into a PNG: all 255)
+        raise FileFormatError(
+            f"the result holds values from {low:g} to {high:g}, outside the 0..255 an 8-bit image stores; "
+            "write .npy, .npz or zarr to keep them"
+        )
     return values.astype(np.uint8)[0].transpose(1, 2, 0)
 
 

@@ -37,7 +37,7 @@ DESCRIPTION = (
     "Read a tensor from .npy or .npz (never with pickle) or an image (PNG or JPEG, read as "
     "1 x C x H x W, pixel values unchanged, float32 for the float dialects and uint8 for qlinear), "
     "pool it with any dialect and write .npy, .npz or an image. Image output: N must be 1 and C 1 "
-    "to 4; values are rounded half to even, clipped to 0..255 (NaN -> 0) and stored as 8 bits. "
+    "to 4; values are rounded half to even (NaN -> 0) and stored as 8 bits (a value outside 0..255 is refused). "
     "Work is done batch by batch along N (a large .npy is memory-mapped, a .npy output is written "
     "batch by batch), with a progress line on stderr for large inputs or with --progress. An "
     "existing output file is replaced only once the new one is complete.\n\n"
