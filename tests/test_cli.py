@@ -737,3 +737,27 @@ def test_an_empty_number_in_a_list_flag_is_a_typo_not_skipped(capsys, shape, ker
         run(["shape", shape, "-k", kernel])  # argparse's usage error
     assert exit_.value.code == 2
     assert f"expected comma-separated integers, got '{typo}'" in capsys.readouterr().err
+
+
+def test_run_check_names_the_shapes_when_onnxruntime_gives_another(tmp_path, capsys):
+    # onnxruntime's SAME padding with dilations sizes the output by the undilated kernel: the
+    # line said "max abs diff inf" and no more
+    import onnx
+
+    model = _pool_model(19, kernel_shape=[3], dilations=[2], auto_pad="SAME_UPPER")
+    onnx.save(model, tmp_path / "m.onnx")
+    np.save(tmp_path / "x.npy", np.arange(1, 11, dtype=np.float32).reshape(2, 1, 5))
+    code, text = run(
+        ["run", tmp_path / "m.onnx", "--input", f"x={tmp_path / 'x.npy'}", "-o", tmp_path / "out", "--check"]
+    )
+    assert code == 1
+    assert "check y against onnxruntime: [DIFFERENT shapes: avgpool 2x1x5, onnxruntime 2x1x" in text, text
+
+
+def test_run_refuses_an_output_dir_that_is_a_file_before_running(tmp_path, capsys):
+    import onnx
+
+    onnx.save(_pool_model(11, kernel_shape=[3]), tmp_path / "m.onnx")
+    (tmp_path / "x.npy").write_bytes(b"keep")
+    fails(capsys, ["run", tmp_path / "m.onnx", "-o", tmp_path / "x.npy"], "is a file, not a folder")
+    assert (tmp_path / "x.npy").read_bytes() == b"keep"
