@@ -50,6 +50,12 @@ def as_int_tuple(name: str, value: Any, count: int, axes_text: str, *, minimum: 
     return values
 
 
+def spatial_axes_text(input_shape: Sequence[int]) -> str:
+    """How a message about a count of per-axis values names the input's spatial axes."""
+    n = len(input_shape) - 2
+    return f"the input {tuple(input_shape)} has {n} spatial {'axis' if n == 1 else 'axes'}"
+
+
 def check_dilated_extents(kernel_name: str, kernel: tuple[int, ...], dilations: tuple[int, ...]) -> None:
     """Each axis's dilated kernel extent ``(k - 1) * d + 1`` within :data:`MAX_ATTRIBUTE_VALUE`
     too: each value is, their product need not be, and window positions past int64 wrapped in

@@ -107,7 +107,9 @@ def warmup(
     chosen = list(KINDS) if kinds is None else list(kinds)
     unknown = [kind for kind in chosen if kind not in KINDS]
     if unknown:
-        raise AvgPoolError(f"warmup: unknown kind(s) {', '.join(map(repr, unknown))}: choose from {', '.join(KINDS)}")
+        raise AvgPoolError(
+            f"`kinds` names unknown kind(s) {', '.join(map(repr, unknown))}: choose from {', '.join(KINDS)}"
+        )
     seconds = {}
     for kind in chosen:
         start = time.perf_counter()

@@ -12,7 +12,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..attributes import as_choice, as_flag, as_int_tuple
+from ..attributes import as_choice, as_flag, as_int_tuple, spatial_axes_text
 from ..errors import AvgPoolError
 from ..shape import output_length, resolved_pads
 from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
@@ -54,7 +54,7 @@ def make_spec(
         )
     n = rank - 2
     spatial = tuple(input_shape[a] for a in layout.spatial_axes(rank))
-    axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
+    axes_text = spatial_axes_text(input_shape)
     kernel_ = as_int_tuple("kernel", kernel, n, axes_text, minimum=1)
     strides_ = as_int_tuple("strides", strides, n, axes_text, minimum=1)
     begins = as_int_tuple("pads_begin", pads_begin, n, axes_text, minimum=0)

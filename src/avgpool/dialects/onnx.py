@@ -7,7 +7,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..attributes import as_choice, as_flag, as_int_tuple, check_dilated_extents
+from ..attributes import as_choice, as_flag, as_int_tuple, check_dilated_extents, spatial_axes_text
 from ..errors import AvgPoolError
 from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 
@@ -80,7 +80,7 @@ def make_spec(
 ) -> PoolSpec:
     """Validate ONNX attributes for an input shape and translate them."""
     n = len(input_shape) - 2
-    axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
+    axes_text = spatial_axes_text(input_shape)
     kernel = as_int_tuple("kernel_shape", kernel_shape, n, axes_text, minimum=1)
     strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
     if dilations is not None and version < 19:

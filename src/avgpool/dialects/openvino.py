@@ -12,7 +12,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..attributes import MAX_ATTRIBUTE_VALUE, as_choice, as_flag, as_int_tuple, check_dilated_extents
+from ..attributes import MAX_ATTRIBUTE_VALUE, as_choice, as_flag, as_int_tuple, check_dilated_extents, spatial_axes_text
 from ..errors import AvgPoolError
 from ..shape import same_pads
 from ..spec import Divisor, PadMode, PoolSpec, Rounding
@@ -68,7 +68,7 @@ def make_spec(
     """Validate OpenVINO AvgPool attributes for an NCX input shape and translate them."""
     _check_input(input_shape)
     n = len(input_shape) - 2
-    axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
+    axes_text = spatial_axes_text(input_shape)
     kernel_ = as_int_tuple("kernel", kernel, n, axes_text, minimum=1)
     strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
     if dilations is not None and version < 16:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..attributes import as_flag, as_int_tuple
+from ..attributes import as_flag, as_int_tuple, spatial_axes_text
 from ..errors import AvgPoolError
 from ..quantized import GLOBAL_MAX_IMAGE, Geometry, QuantParams, global_scale
 from ..spec import Divisor, Layout, PadMode, PoolSpec, Rounding
@@ -99,7 +99,7 @@ def make_geometry(
     layout = Layout.NXC if as_flag("channels_last", channels_last) else Layout.NCX
     spatial = _spatial(input_shape, layout)
     n = len(spatial)
-    axes_text = f"the input {tuple(input_shape)} has {n} spatial axes"
+    axes_text = spatial_axes_text(input_shape)
     kernel = as_int_tuple("kernel_shape", kernel_shape, n, axes_text, minimum=1)
     strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
     flat = (
