@@ -28,8 +28,8 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
     t = tuning.current()
     out_shape = infer_output_shape(spec, shape, layout)
     if math.prod(out_shape) == 0:
-        # nothing to compute, however long an axis: no tables (a tiling built them tile by tile,
-        # 15-45 s for an output of 0 x 1 x 2M x 2M)
+        # nothing to compute, however long an axis: no tables (a tiling would build them tile
+        # by tile for nothing)
         check_output_fits(out_shape, dtype, shape)
         return PreparedPool(out_shape, dtype, 0, None, (), 1, False)
     if max(g.out for g in resolve(spec, spatial_shape)) > t.long_axis_outputs:

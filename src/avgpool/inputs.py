@@ -108,7 +108,7 @@ def _shape_size(value: Any) -> int:
 def _memory_limit() -> int | None:
     """The memory this process may use, in bytes: the machine's, or less where an address-space
     limit (``ulimit -v``) or a cgroup (a container's memory limit) says so; None where the system
-    does not say. (Under a 4 GiB ``ulimit -v`` a 6.4 GB output was a raw MemoryError from numpy.)"""
+    does not say. Beyond it numpy's allocation would fail with a bare MemoryError."""
     limits = []
     try:
         limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -163,8 +163,7 @@ def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tup
     memory = _memory_limit() or 0
     limit = max(memory, OUTPUT_TO_INPUT_BYTES * math.prod(in_shape) * itemsize)
     if not out_bytes and math.prod(n for n in out_shape if n) * itemsize > np.iinfo(np.intp).max:
-        # numpy refuses such a shape even with an axis of 0 (its ValueError came out of a pool
-        # that had nothing to compute)
+        # numpy refuses such a shape even with an axis of 0, with a ValueError of its own
         raise AvgPoolError(
             f"the attributes give an empty output of shape {'x'.join(map(str, out_shape))}, which numpy cannot make "
             f"(its other lengths hold more than {np.iinfo(np.intp).max} bytes of {dtype_name(dtype)}): "

@@ -88,7 +88,7 @@ def any_pad(geometry: tuple[AxisGeometry, ...]) -> bool:
 @BoundedCache
 def make_plan(spec: PoolSpec, spatial_shape: tuple[int, ...]) -> tuple[AxisPlan, ...]:
     """The window tables of every spatial axis; cached because real models call the same node
-    shape again and again, bounded by bytes too (an lru_cache of 512 kept five 1 x 1 x 4M
-    QLinear calls' plans, 370 MB, after they returned)."""
+    shape again and again; bounded by bytes too, or the plans of a few very long axes would stay
+    held after their calls (tests/test_memory_bounds.py)."""
     geometry = resolve(spec, spatial_shape)
     return tuple(axis_plan(g, spec.divisor, any_pad(geometry)) for g in geometry)

@@ -301,8 +301,8 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
 
 def _tiled(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry) -> PreparedPool:
     """An input with a very long axis, pooled tile by tile (:class:`avgpool.tiles.QLinearTiling`,
-    whose tiles give the whole input's bits): the window tables of the whole axis took ~80
-    bytes per output (1.4 GB for a 16 MiB 1 x 1 x 2**24 input), a tile's take its own share. Its
+    whose tiles give the whole input's bits): the window tables of the whole axis would take
+    ~80 bytes per output, a tile's take its own share (tests/test_memory_bounds.py). Its
     plan has no kernel and 0 pieces: :func:`run` and :func:`run_into` hand it to :func:`_pool_tiles`."""
     from .tiles import qlinear_tiling
 

@@ -95,8 +95,8 @@ def block_size(geometry: AxisGeometry, taps: int, inner: int) -> int:
     if g.kernel < crossover or taps <= 3 * g.length:
         return 0
     # a kernel longer than a residue class of the axis: one block holds the whole class, the same
-    # sums and splits as blocks of ``kernel`` (one of them partly filled), without the kernel's
-    # steps through it (k = 2**40 on 10 values took hours: tests/test_tiles.py)
+    # sums and splits as blocks of ``kernel`` (one of them partly filled), without stepping
+    # ``kernel`` times through a block of a few values (tests/test_absurd_attributes.py)
     return min(g.kernel, -(-g.length // g.dilation))
 
 
@@ -337,9 +337,9 @@ def divisor_scales(plans: tuple[AxisPlan, ...]) -> np.ndarray:
     product over the axes is 1 / the window's divisor, and the one rounding of a reciprocal
     comes after every sum. Every axis but the last multiplies by its kernel / its divisor, 1 in
     the interior (and 1.5 for a 3-tap window's 2-tap edge: exact where the ratio is), the last
-    by 1 / (those kernels times its divisor). Each axis scaled by its own reciprocal rounded
-    inside the sum: over 3 x 3 windows of small integers 2% of the windows summing to 0 gave
-    ~1e-17 instead of 0 (tests/test_properties.py). The kernels multiply by the first axis's
+    by 1 / (those kernels times its divisor). Scaled by its own reciprocal, each axis would
+    round inside the sum: a window summing to 0 would not give 0, nor small integers their
+    sum / count (tests/test_properties.py). The kernels multiply by the first axis's
     factor first (separable passes, small planes, the exact sums' row factors); a factor of a
     tile's axis is the whole axis's (the kernel), so tiles keep the whole input's bits. A
     divisor of 0 (no valid tap) gives an infinite factor: 0 * inf, NaN, as 0 / 0."""

@@ -340,8 +340,8 @@ def run_pieces(kernel: Any, x: Any, out: Any, items: int, pieces: int, args: tup
             pass
     if x.flags.writeable:
         # the kernels only read x and are shipped compiled for a read-only x (as the crew calls
-        # them): through the dispatcher a writable one compiled a new signature, minutes on the
-        # first call of a thread whose helpers another thread was using
+        # them): through the dispatcher a writable one would compile a new signature, minutes
+        # for a thread whose helpers another thread is using (tests/test_threads.py)
         x = x.view()
         x.flags.writeable = False
     kernel(x, out, 0, items, *args)

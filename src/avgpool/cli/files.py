@@ -302,7 +302,7 @@ def to_image_pixels(array: np.ndarray) -> np.ndarray:
     values = np.rint(np.nan_to_num(np.asarray(array, dtype=np.float64), nan=0.0))
     low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
     if low < 0 or high > 255:
-        # clipping them lost the data silently (a 16-bit grey PNG pooled into a PNG: all 255)
+        # clipping would lose them silently (a 16-bit grey PNG pooled into a PNG: all 255)
         raise FileFormatError(
             f"the result holds values from {low:g} to {high:g}, outside the 0..255 an 8-bit image stores; "
             "write .npy, .npz or zarr to keep them"
