@@ -761,3 +761,19 @@ def test_run_refuses_an_output_dir_that_is_a_file_before_running(tmp_path, capsy
     (tmp_path / "x.npy").write_bytes(b"keep")
     fails(capsys, ["run", tmp_path / "m.onnx", "-o", tmp_path / "x.npy"], "is a file, not a folder")
     assert (tmp_path / "x.npy").read_bytes() == b"keep"
+
+
+def test_pool_names_the_flag_a_dialect_needs(tmp_path, capsys):
+    # --x-scale without --dialect qlinear was ignored, then the uint8 input refused by ONNX; an
+    # int64 input's refusal listed dtypes, not the --dtype that converts it
+    np.save(tmp_path / "q.npy", np.zeros((1, 1, 4, 4), np.uint8))
+    np.save(tmp_path / "i.npy", np.arange(16, dtype=np.int64).reshape(1, 1, 4, 4))
+    fails(
+        capsys,
+        ["pool", tmp_path / "q.npy", tmp_path / "o.npy", "-k", "2,2", "--x-scale", "0.1"],
+        "--x-scale is a QLinearAveragePool flag",
+        "add --dialect qlinear",
+    )
+    fails(capsys, ["pool", tmp_path / "i.npy", tmp_path / "o.npy", "-k", "2,2"], "dtype int64", "--dtype float32")
+    assert run(["pool", tmp_path / "i.npy", tmp_path / "o.npy", "-k", "2,2", "--dtype", "float32", "-q"])[0] == 0
+    assert np.load(tmp_path / "o.npy")[0, 0, 0, 0] == 2.5  # (0 + 1 + 4 + 5) / 4

@@ -283,6 +283,12 @@ def as_pool_input(block: Any, *, dtype: str | None, image: bool, channels_last: 
     last if the dialect wants it, converted to ``dtype`` (``--dtype``), or an image to float32 for
     the float dialects."""
     array = np.asarray(block)
+    if not (dtype or image or quantized) and array.dtype.kind in "iub":
+        # the dialect's own message lists its float dtypes, not the flag that converts
+        raise FileFormatError(
+            f"the input has dtype {array.dtype}, which the float dialects do not pool: --dtype float32 (or "
+            "float64) converts it; uint8/int8 data is QLinearAveragePool's (--dialect qlinear)"
+        )
     if image and channels_last:
         array = array.transpose(0, 2, 3, 1)
     if dtype:

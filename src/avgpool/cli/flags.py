@@ -158,10 +158,14 @@ def add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str]
     )
     if quantized:
         q = parser.add_argument_group("QLinearAveragePool (--dialect qlinear)")
-        q.add_argument("--x-scale", type=float, default=1.0, help="input scale (default 1)")
-        q.add_argument("--x-zero-point", type=int, default=0, help="input zero point (default 0)")
-        q.add_argument("--y-scale", type=float, default=1.0, help="output scale (default 1)")
-        q.add_argument("--y-zero-point", type=int, default=0, help="output zero point (default 0)")
+        q.add_argument("--x-scale", type=float, help="input scale (default 1)")
+        q.add_argument("--x-zero-point", type=int, help="input zero point (default 0)")
+        q.add_argument("--y-scale", type=float, help="output scale (default 1)")
+        q.add_argument("--y-zero-point", type=int, help="output zero point (default 0)")
+
+
+#: The quantized flags' values when not given (None: the flag was not typed).
+_QUANTIZED_DEFAULTS = {"x_scale": 1.0, "x_zero_point": 0, "y_scale": 1.0, "y_zero_point": 0}
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -194,11 +198,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError("--count-include-pad contradicts --exclude-pad true")
     dialect = DIALECTS[args.dialect]
     channels_last = dialect.default_channels_last if args.layout is None else args.layout == "NXC"
-    quantized = {
-        name: getattr(args, name)
-        for name in ("x_scale", "x_zero_point", "y_scale", "y_zero_point")
-        if hasattr(args, name)
-    }
+    given = {name: getattr(args, name) for name in _QUANTIZED_DEFAULTS if getattr(args, name, None) is not None}
+    if given and not dialect.quantized:
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise UsageError(f"{flag} is a QLinearAveragePool flag, and --dialect is {args.dialect}: add --dialect qlinear")
+    quantized = {name: given.get(name, default) for name, default in _QUANTIZED_DEFAULTS.items() if hasattr(args, name)}
     return Settings(
         kernel=tuple(args.kernel),
         strides=args.strides and tuple(args.strides),
