@@ -622,3 +622,18 @@ def test_a_float16_average_halfway_between_neighbours_rounds_to_even():
     assert float(avgpool.average_pool(x, [3, 3])[0, 0, 0, 1]) == 0.31298828125
     y = avgpool.openvino.avg_pool(x, [3, 3], exclude_pad=True)
     assert float(y[0, 0, 0, 1]) == 0.31298828125
+
+
+@pytest.mark.parametrize(
+    "x, kernel, pads, expected",
+    [
+        (np.full((1, 1, 1, 2), 1e308), [3, 1], [1, 0, 1, 0], [1e308, 1e308]),
+        (np.array([[[[1e308, -1e308, 1e308, -1e308]]]]), [3, 3], [1] * 4, [0.0, 1e308 / 3, -1e308 / 3, 0.0]),
+        (np.full((1, 1, 2, 1, 2), -7e307), [7, 1, 3], [3, 0, 1, 3, 0, 1], [-7e307] * 4),
+    ],
+)
+def test_edge_windows_near_the_float64_maximum_stay_finite(x, kernel, pads, expected):
+    # a leading axis's edge factor kernel / divisor above 1 took partial sums past the maximum
+    # (inf, or inf - inf = NaN) where sum / count is finite; the factors are at most 1
+    y = avgpool.average_pool(x, kernel, pads=pads)
+    np.testing.assert_allclose(y.ravel(), expected, rtol=1e-15)

@@ -335,19 +335,22 @@ def _cache_aligned(values: np.ndarray) -> np.ndarray:
 def divisor_scales(plans: tuple[AxisPlan, ...]) -> np.ndarray:
     """The factors each axis's sums are multiplied by, every axis's outputs in turn: their
     product over the axes is 1 / the window's divisor, and the one rounding of a reciprocal
-    comes after every sum. Every axis but the last multiplies by its kernel / its divisor, 1 in
-    the interior (and 1.5 for a 3-tap window's 2-tap edge: exact where the ratio is), the last
-    by 1 / (those kernels times its divisor). Scaled by its own reciprocal, each axis would
+    comes after every sum. Every axis but the last multiplies by kernel / (divisor * P), P the
+    power of two from the kernel up: a power of two in the interior, exact (kernel / divisor
+    times one: 1.5 / 4 for a 3-tap window's 2-tap edge, exact too where that ratio is), and at
+    most 1, so no partial sum outgrows the taps' own (float64 near its maximum); the last axis
+    by P / (those kernels times its divisor). Scaled by its own reciprocal, each axis would
     round inside the sum: a window summing to 0 would not give 0, nor small integers their
-    sum / count (tests/test_properties.py). The kernels multiply by the first axis's
-    factor first (separable passes, small planes, the exact sums' row factors); a factor of a
-    tile's axis is the whole axis's (the kernel), so tiles keep the whole input's bits. A
-    divisor of 0 (no valid tap) gives an infinite factor: 0 * inf, NaN, as 0 / 0."""
+    sum / count (tests/test_properties.py). The kernels multiply by the first axis's factor
+    first (separable passes, small planes, the exact sums' row factors); a tile's factors are
+    the whole axis's (they depend on the kernel only), so tiles keep the whole input's bits.
+    A divisor of 0 (no valid tap) gives an infinite factor: 0 * inf, NaN, as 0 / 0."""
     *before, last = plans
-    reference = math.prod(float(p.geometry.kernel) for p in before)
+    kernels = [float(p.geometry.kernel) for p in before]
+    powers = [float(1 << (p.geometry.kernel - 1).bit_length()) for p in before]
     with np.errstate(divide="ignore", invalid="ignore"):
-        factors = [p.geometry.kernel / p.divisor.astype(np.float64) for p in before]
-        factors.append(1.0 / (reference * last.divisor.astype(np.float64)))
+        factors = [k / (p.divisor.astype(np.float64) * q) for k, q, p in zip(kernels, powers, before)]
+        factors.append(math.prod(powers) / (math.prod(kernels) * last.divisor.astype(np.float64)))
     return np.concatenate(factors)
 
 
