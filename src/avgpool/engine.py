@@ -15,7 +15,7 @@ from . import tuning
 from .caches import BoundedCache
 from .inputs import check_output_fits
 from .pools import PreparedPool, prepare_tables
-from .shape import infer_output_shape, resolve, spatial_shape_of
+from .shape import infer_output_shape, spatial_shape_of
 from .spec import Layout, PoolSpec
 from .tables import kernel_tables, running_plan
 
@@ -32,7 +32,7 @@ def prepare(spec: PoolSpec, shape: tuple[int, ...], dtype: np.dtype, layout: Lay
         # by tile for nothing)
         check_output_fits(out_shape, dtype, shape)
         return PreparedPool(out_shape, dtype, 0, None, (), 1, False)
-    if max(g.out for g in resolve(spec, spatial_shape)) > t.long_axis_outputs:
+    if max(spatial_shape_of(out_shape, layout)) > t.long_axis_outputs:
         from .tiles import tiled_pool
 
         return tiled_pool(spec, shape, dtype, layout, t.tile_outputs)  # its tiling checks the output's size

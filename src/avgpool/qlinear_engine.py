@@ -12,7 +12,6 @@ kernel.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -311,17 +310,12 @@ def _tiled(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], 
 
 
 def _pool_tiles(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, target: np.ndarray) -> None:
-    """A tiled pool's outputs into ``target``, tile after tile along every spatial axis."""
+    """A tiled pool's outputs into ``target``, tile after tile (:func:`avgpool.tiles.tile_regions`)."""
+    from .tiles import tile_regions
+
     (tiling,), (params,) = prepared.quantized.tables, kernel_args
-    step = tuning.current().tile_outputs
-    spatial = tiling.spatial_axes
-    take, put = [slice(None)] * x.ndim, [slice(None)] * x.ndim
-    ranges = [[(a, min(a + step, n)) for a in range(0, n, step)] for n in (tiling.out_shape[a] for a in spatial)]
-    for outputs in itertools.product(*ranges):
-        for i, (axis, (start, stop)) in enumerate(zip(spatial, outputs)):
-            take[axis] = slice(*tiling.input_range(i, start, stop))
-            put[axis] = slice(start, stop)
-        tiling.pool(x[tuple(take)], outputs, params, out=target[tuple(put)])
+    for outputs, take, put in tile_regions(tiling, x.ndim, tuning.current().tile_outputs):
+        tiling.pool(x[take], outputs, params, out=target[put])
 
 
 def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> PreparedPool:

@@ -23,6 +23,7 @@ input takes it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -431,6 +432,19 @@ def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) 
     return QLinearTiling(geometry, tuple(shape), np.dtype(dtype), out_shape, axes)
 
 
+def tile_regions(tiling: Tiling | QLinearTiling, ndim: int, step: int) -> Iterator[tuple[Ranges, tuple, tuple]]:
+    """The tiles of a whole operator's output, ``step`` outputs along each spatial axis: per
+    tile its output ranges, the index of the input region it reads and that of its outputs."""
+    spatial = tiling.spatial_axes
+    take, put = [slice(None)] * ndim, [slice(None)] * ndim
+    ranges = [[(a, min(a + step, n)) for a in range(0, n, step)] for n in (tiling.out_shape[a] for a in spatial)]
+    for outputs in itertools.product(*ranges):
+        for i, (axis, (start, stop)) in enumerate(zip(spatial, outputs)):
+            take[axis] = slice(*tiling.input_range(i, start, stop))
+            put[axis] = slice(start, stop)
+        yield outputs, tuple(take), tuple(put)
+
+
 @dataclass(frozen=True, eq=False)
 class TiledPool:
     """The whole operator pooled tile by tile (:func:`avgpool.engine.prepare` for inputs with a
@@ -454,18 +468,8 @@ class TiledPool:
             out = np.empty(self.out_shape, self.dtype)
         target, copy = out_target(out, x, self.out_shape, self.dtype)
         exact = self._exact_slabs(x) if self.tiling.exact else None
-        spatial = self.tiling.spatial_axes
-        take = [slice(None)] * x.ndim
-        put = [slice(None)] * x.ndim
-        ranges = [
-            [(a, min(a + self.tile_outputs, g.out)) for a in range(0, g.out, self.tile_outputs)]
-            for g in self.tiling.axes
-        ]
-        for outputs in itertools.product(*ranges):
-            for i, (axis, (start, stop)) in enumerate(zip(spatial, outputs)):
-                take[axis] = slice(*self.tiling.input_range(i, start, stop))
-                put[axis] = slice(start, stop)
-            target[tuple(put)] = self.tiling.pool(x[tuple(take)], outputs, exact)
+        for outputs, take, put in tile_regions(self.tiling, x.ndim, self.tile_outputs):
+            target[put] = self.tiling.pool(x[take], outputs, exact)
         if copy:
             out[...] = target
         return out
