@@ -4,8 +4,10 @@ bit, in any dim order, lazily for Dask; coordinates become window means, the res
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 
 xr = pytest.importorskip("xarray")
@@ -134,7 +136,7 @@ def test_dask_stays_lazy_and_gives_the_same_bits(seed):
     lazy = avgpool.xarray.average_pool(lazy_arr, **keywords)
     assert calls == []  # building computed nothing
     assert isinstance(lazy.data, da.Array) and isinstance(lazy.coords["t"].data, da.Array)
-    assert "u" not in lazy.coords
+    assert isinstance(lazy.coords["u"].data, da.Array)  # pooled, lazily
     expected = avgpool.xarray.average_pool(xr.DataArray(x, dims=dims, coords=coords, name="v"), **keywords)
     assert same_bits(lazy.values, expected.values)
     assert calls
@@ -191,11 +193,12 @@ def test_coordinates(ceil_mode):
         },
     )
     kernel, strides, pads, dilations = {"y": 2, "x": 3}, {"y": 1, "x": 2}, {"y": (3, 3), "x": (1, 2)}, {"x": 2}
-    result = avgpool.xarray.average_pool(
-        arr, kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode, count_include_pad=True
-    )
+    with pytest.warns(avgpool.xarray.CoordinateDroppedWarning, match=r"'label' \(dtype <U1\)"):
+        result = avgpool.xarray.average_pool(
+            arr, kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode, count_include_pad=True
+        )
     assert result.name == "temperature" and result.attrs == {"units": "K"} and result.dims == arr.dims
-    assert set(result.coords) == {"time", "x", "y", "station", "level"}
+    assert set(result.coords) == {"time", "x", "y", "station", "level", "lat"}
     for name in ("time", "station", "level"):
         xr.testing.assert_identical(result.coords[name], arr.coords[name])
     x_means = direct_window_means(x_coord, 3, 2, (1, 2), 2, result.sizes["x"])
@@ -205,15 +208,18 @@ def test_coordinates(ceil_mode):
     assert np.isnan(y_means).sum() >= 3 and result.y.dtype == result.x.dtype == np.float64
     assert result.x.attrs == {"units": "m"}
     assert result.indexes["y"].equals(result.y.to_index())  # still an index
+    lat = arr.lat.values
+    y_rows = np.stack([direct_window_means(lat[:, i], 2, 1, (3, 3), 1, result.sizes["y"]) for i in range(7)], 1)
+    lat_means = np.stack([direct_window_means(row, 3, 2, (1, 2), 2, result.sizes["x"]) for row in y_rows])
+    np.testing.assert_allclose(result.lat.values, lat_means, rtol=1e-15)
 
 
-def test_non_numeric_dimension_coordinates_are_dropped():
+def test_a_multiindex_along_a_pooled_dim_is_dropped_whole_with_a_warning():
     arr = xr.DataArray(np.ones((3, 4)), dims=("y", "x"), coords={"y": ["p", "q", "r"], "x": [0, 1, 2, 3]})
-    arr = arr.stack(yx=("y", "x"))  # a MultiIndex along the pooled dim: dropped whole
-    result = avgpool.xarray.average_pool(arr, {"yx": 2})
+    arr = arr.stack(yx=("y", "x"))
+    with pytest.warns(avgpool.xarray.CoordinateDroppedWarning, match="'yx' \\(of a MultiIndex\\), 'y'.*, 'x'"):
+        result = avgpool.xarray.average_pool(arr, {"yx": 2})
     assert dict(result.sizes) == {"yx": 11} and not result.coords
-    arr = xr.DataArray(np.ones(4), dims="t", coords={"t": np.arange(4).astype("datetime64[D]")})
-    assert not avgpool.xarray.average_pool(arr, {"t": 2}).coords
 
 
 def test_dataset():
@@ -232,11 +238,11 @@ def test_dataset():
     result = avgpool.xarray.average_pool(ds, {"x": 3, "y": 3}, **keywords)
     assert list(result.data_vars) == ["full", "other", "unrelated"] and result.attrs == {"title": "t"}
     for name in ("full", "other"):
-        expected = avgpool.xarray.average_pool(ds[name].drop_vars("c2"), {"x": 3, "y": 3}, **keywords)
+        expected = avgpool.xarray.average_pool(ds[name], {"x": 3, "y": 3}, **keywords)
         xr.testing.assert_identical(result[name], expected)
     assert result["other"].attrs == {"note": "kept"}
     xr.testing.assert_identical(result["unrelated"], ds["unrelated"])
-    assert set(result.coords) == {"x", "b"}
+    assert set(result.coords) == {"x", "b", "c2"} and result.c2.dims == ("x", "y")
     np.testing.assert_array_equal(result.x.values, [1.0, 3.0, 5.0])
 
 
@@ -292,3 +298,190 @@ def test_refusals_of_the_numpy_function_pass_through():
         avgpool.xarray.average_pool(xr.DataArray(np.ones(4, np.int32), dims="x"), {"x": 2})
     with pytest.raises(avgpool.AvgPoolError, match="pools a DataArray or a Dataset"):
         avgpool.xarray.average_pool(np.ones((1, 1, 4)), {"x": 2})
+
+
+# --- coordinates of every dtype that coarsen(...).mean() averages
+
+
+def ticks_of(values: np.ndarray) -> list[int | None]:
+    """datetime64 or timedelta64 values as Python ints of their unit, None for NaT."""
+    return [None if np.isnat(v) else int(t) for v, t in zip(values, values.view(np.int64))]
+
+
+def exact_window_means(
+    ticks: list[int | None], kernel: int, stride: int, pads: tuple[int, int], dilation: int, count: int
+) -> list[int | None]:
+    """Each window's mean over its taps inside the axis as the nearest integer, a tie to the even
+    one (Python's round of a Fraction); None for a window with no taps inside or with a NaT tap."""
+    means = []
+    for j in range(count):
+        taps = [j * stride - pads[0] + m * dilation for m in range(kernel)]
+        valid = [ticks[t] for t in taps if 0 <= t < len(ticks)]
+        means.append(None if not valid or None in valid else round(Fraction(sum(valid), len(valid))))
+    return means
+
+
+def test_the_issue_example_keeps_its_time_axis_as_coarsen_does():
+    t = pd.date_range("2020-01-01", periods=6, freq="D")
+    arr = xr.DataArray(
+        np.arange(12.0).reshape(6, 2), dims=("time", "x"), coords={"time": t, "x": [10.0, 20.0]}, attrs={"units": "K"}
+    )
+    arr.time.attrs["long_name"] = "time"
+    result = avgpool.xarray.average_pool(arr, kernel={"time": 2}, strides={"time": 2})
+    expected = arr.coarsen(time=2).mean(keep_attrs=True)
+    xr.testing.assert_identical(result, expected)
+    assert result.time.dtype == arr.time.dtype and result.time.attrs == {"long_name": "time"}
+    assert "time" in result.indexes
+
+
+# (kernel, stride, pads, dilation, ceil_mode): non-overlapping, sliding and padded windows
+GEOMETRIES = [(2, 2, (0, 0), 1, False), (3, 1, (1, 1), 1, False), (4, 3, (2, 3), 2, True), (7, 5, (3, 0), 1, True)]
+
+
+@pytest.mark.parametrize("unit", ["ns", "us", "s", "D"])
+def test_datetime_means_are_exact_and_rounded_half_to_even(unit):
+    rng = np.random.default_rng(len(unit))
+    start = {"ns": 1_700_000_000 * 10**9, "us": 1_700_000_000 * 10**6, "s": 1_700_000_000, "D": 19_000}[unit]
+    spread = {"ns": 10**15, "us": 10**12, "s": 10**9, "D": 1000}[unit]
+    values = (start + np.sort(rng.integers(0, spread, 40))).astype(f"datetime64[{unit}]")
+    arr = xr.DataArray(np.zeros(40), dims="t", coords={"t": values})
+    # xarray holds a day or an hour in seconds; the mean keeps the unit the coordinate has
+    assert arr.t.dtype == np.dtype(f"datetime64[{'s' if unit == 'D' else unit}]")
+    inexact = ties = 0
+    for kernel, stride, pads, dilation, ceil_mode in GEOMETRIES:
+        result = avgpool.xarray.average_pool(
+            arr, {"t": kernel}, strides={"t": stride}, pads={"t": pads}, dilations={"t": dilation}, ceil_mode=ceil_mode
+        )
+        assert result.t.dtype == arr.t.dtype
+        ticks = ticks_of(arr.t.values)
+        assert ticks_of(result.t.values) == exact_window_means(ticks, kernel, stride, pads, dilation, result.sizes["t"])
+        for j in range(result.sizes["t"]):
+            valid = [ticks[t] for t in (j * stride - pads[0] + m * dilation for m in range(kernel)) if 0 <= t < 40]
+            inexact += sum(valid) % len(valid) != 0
+            ties += 2 * (sum(valid) % len(valid)) == len(valid)
+    assert inexact > 5 and (ties > 3 or unit == "D")  # a day is 86400 s: an even sum of seconds
+
+
+def test_datetime_means_round_ties_to_even_before_and_after_the_epoch():
+    seconds = np.array([-3, -2, -1, 0, 1, 2, 3, 4]).astype("datetime64[s]")
+    arr = xr.DataArray(np.zeros(8), dims="t", coords={"t": seconds})
+    result = avgpool.xarray.average_pool(arr, {"t": 2})
+    # -2.5 -1.5 -0.5 0.5 1.5 2.5 3.5
+    assert result.t.values.view(np.int64).tolist() == [-2, -2, 0, 0, 2, 2, 4]
+
+
+def test_datetime_means_are_exact_where_int64_sums_would_overflow():
+    # a span past 2**63 ns (the last value is the largest int64, a date, not NaT): Python-int sums
+    values = np.array([-(2**62) - 7, 2**62 + 1, 2**62 + 2, 2**63 - 2, 2**63 - 1], np.int64).view("datetime64[ns]")
+    arr = xr.DataArray(np.zeros(5), dims="t", coords={"t": values})
+    result = avgpool.xarray.average_pool(arr, {"t": 3}, pads={"t": (1, 1)})
+    assert ticks_of(result.t.values) == exact_window_means(ticks_of(values), 3, 1, (1, 1), 1, 5)
+
+
+def test_nat_propagates_to_the_windows_that_hold_it():
+    values = np.array(["2020-01-01", "NaT", "2020-01-03", "2020-01-04", "2020-01-05", "2020-01-06"], "datetime64[ns]")
+    arr = xr.DataArray(np.zeros(6), dims="t", coords={"t": values})
+    result = avgpool.xarray.average_pool(arr, {"t": 2}, pads={"t": (0, 3)}, strides={"t": 2}, ceil_mode=True)
+    expected = np.array(["NaT", "2020-01-03T12", "2020-01-05T12", "NaT"], "datetime64[ns]")
+    np.testing.assert_array_equal(result.t.values, expected)  # the last window is all padding
+    empty = xr.DataArray(np.zeros(0), dims="t", coords={"t": np.array([], "datetime64[s]")})
+    pooled = avgpool.xarray.average_pool(empty, {"t": 2}, pads={"t": (1, 1)})
+    assert pooled.t.dtype == np.dtype("datetime64[s]") and np.isnat(pooled.t.values).all() and pooled.sizes["t"] == 1
+
+
+@pytest.mark.parametrize("unit", ["ns", "ms", "s"])
+def test_timedelta_means(unit):
+    rng = np.random.default_rng(11)
+    ticks = np.cumsum(rng.integers(1, 10**6, 15))
+    arr = xr.DataArray(np.zeros(15), dims="lead", coords={"lead": ticks.astype(f"timedelta64[{unit}]")})
+    result = avgpool.xarray.average_pool(arr, {"lead": 4}, pads={"lead": (2, 1)}, dilations={"lead": 2})
+    assert result.lead.dtype == np.dtype(f"timedelta64[{unit}]")
+    expected = exact_window_means(ticks_of(arr.lead.values), 4, 1, (2, 1), 2, result.sizes["lead"])
+    assert ticks_of(result.lead.values) == expected
+
+
+def test_bool_integer_and_complex_coordinates_are_averaged_as_coarsen_does():
+    coords = {
+        "i": ("x", np.array([3, 8, -2, 7, 1, 0], np.int64)),
+        "u": ("x", np.array([255, 254, 0, 1, 9, 9], np.uint8)),
+        "b": ("x", np.array([True, False, True, True, False, False])),
+        "c": ("x", np.arange(6) + 1j * np.arange(6.0) ** 2),
+    }
+    arr = xr.DataArray(np.zeros(6), dims="x", coords=coords)
+    result = avgpool.xarray.average_pool(arr, {"x": 2}, strides={"x": 2})
+    xr.testing.assert_identical(result, arr.coarsen(x=2).mean())
+    assert [result[n].dtype for n in coords] == [np.float64] * 3 + [np.complex128]
+    # sliding and padded: the taps inside the axis only
+    sliding = avgpool.xarray.average_pool(arr, {"x": 3}, pads={"x": (2, 2)}, count_include_pad=True)
+    np.testing.assert_array_equal(sliding.i.values, direct_window_means(coords["i"][1], 3, 1, (2, 2), 1, 8))
+
+
+def test_non_index_coordinates_along_pooled_dims():
+    rng = np.random.default_rng(12)
+    lat = np.linspace(-30.0, 30.0, 6)
+    lon = rng.uniform(0, 360, (6, 8))
+    stamps = (1_600_000_000 + rng.integers(0, 10**6, (6, 8))).astype("datetime64[s]")
+    arr = xr.DataArray(
+        rng.standard_normal((2, 6, 8)),
+        dims=("band", "y", "x"),
+        coords={"lat": ("y", lat, {"units": "degrees_north"}), "lon": (("y", "x"), lon), "scan": (("y", "x"), stamps)},
+    )
+    both = avgpool.xarray.average_pool(arr, {"y": 2, "x": 2}, strides={"y": 2, "x": 2})
+    expected = arr.coarsen(y=2, x=2).mean()
+    for name in ("lat", "lon"):
+        xr.testing.assert_allclose(both[name].variable, expected[name].variable, rtol=1e-15)
+    assert both.lat.attrs == {"units": "degrees_north"}
+    windows = stamps.view(np.int64).reshape(3, 2, 4, 2).transpose(0, 2, 1, 3).reshape(3, 4, 4).tolist()
+    assert both.scan.values.view(np.int64).tolist() == [[round(Fraction(sum(w), 4)) for w in row] for row in windows]
+    # only y pooled: lon and scan keep x; sliding windows with padding average the valid taps
+    only_y = avgpool.xarray.average_pool(arr, {"y": 3}, pads={"y": (1, 1)})
+    assert only_y.lon.dims == ("y", "x") and only_y.sizes == {"band": 2, "y": 6, "x": 8}
+    lon_means = np.stack([direct_window_means(lon[:, i], 3, 1, (1, 1), 1, 6) for i in range(8)], 1)
+    np.testing.assert_allclose(only_y.lon.values, lon_means, rtol=1e-15)
+    np.testing.assert_allclose(only_y.lat.values, direct_window_means(lat, 3, 1, (1, 1), 1, 6), rtol=1e-15)
+    scan_means = [exact_window_means(ticks_of(stamps[:, i]), 3, 1, (1, 1), 1, 6) for i in range(8)]
+    assert np.array(only_y.scan.values.view(np.int64)).T.tolist() == scan_means
+    # pooling x alone leaves lat (along y only) as it is
+    xr.testing.assert_identical(avgpool.xarray.average_pool(arr, {"x": 2}).lat, arr.lat)
+
+
+def test_coordinates_with_no_mean_are_dropped_with_a_warning_naming_them():
+    arr = xr.DataArray(
+        np.arange(8.0).reshape(2, 4),
+        dims=("y", "x"),
+        coords={
+            "x": [0.0, 1.0, 2.0, 3.0],
+            "label": ("x", list("abcd")),
+            "thing": ("x", np.array([1, "a", None, 2.5], object)),
+            "row": ("y", ["p", "q"]),
+        },
+        attrs={"units": "K"},
+    )
+    with pytest.warns(UserWarning, match=r"dropped the coordinates 'label' \(dtype <U1\), 'thing' \(dtype object\)"):
+        result = avgpool.xarray.average_pool(arr, {"x": 2})
+    assert set(result.coords) == {"x", "row"} and result.attrs == {"units": "K"}
+    xr.testing.assert_identical(result.row, arr.row)
+    assert issubclass(avgpool.xarray.CoordinateDroppedWarning, UserWarning)
+
+
+def test_dask_backed_coordinates_stay_lazy():
+    rng = np.random.default_rng(13)
+    stamps = (1_600_000_000_000_000_000 + rng.integers(0, 10**12, (9, 5))).astype("datetime64[ns]")
+    lon = rng.uniform(0, 360, (9, 5))
+    calls: list = []
+    coords = {
+        "time": pd.date_range("2021-03-01", periods=9, freq="6h"),
+        "scan": (("time", "x"), recorded(stamps, (4, 5), calls)),
+        "lon": (("time", "x"), recorded(lon, (3, 2), calls)),
+        "lead": ("time", recorded(np.arange(9).astype("timedelta64[s]"), (5,), calls)),
+    }
+    source = recorded(rng.standard_normal((9, 5)), (4, 2), calls)
+    keywords = {"kernel": {"time": 3}, "strides": {"time": 2}, "pads": {"time": (1, 1)}}
+    lazy = avgpool.xarray.average_pool(xr.DataArray(source, dims=("time", "x"), coords=coords), **keywords)
+    assert calls == [] and all(isinstance(lazy[n].data, da.Array) for n in ("scan", "lon", "lead"))
+    assert lazy.scan.chunks == ((5,), (5,))
+    eager = xr.DataArray(rng.standard_normal((9, 5)), dims=("time", "x"), coords=coords).compute()
+    expected = avgpool.xarray.average_pool(eager, **keywords)
+    xr.testing.assert_identical(lazy.coords.to_dataset().compute(), expected.coords.to_dataset())
+    assert calls
+    assert lazy.lead.dtype == np.dtype("timedelta64[s]") and lazy.scan.dtype == np.dtype("datetime64[ns]")

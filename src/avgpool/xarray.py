@@ -23,10 +23,21 @@ array([ 5., 20., 30.])
 
 The values equal :func:`avgpool.average_pool` on the array laid out as N x C x (pooled dims):
 the other dims are moved in front (none: N = C = 1; one: C = 1; more: all but the last merged
-into N) and the result is moved back to the array's dim order. A pooled dim's numeric
-dimension coordinate becomes the mean of the coordinate over each window's valid taps (NaN for a
-window with none); every other coordinate that spans a pooled dim is dropped, the rest are kept,
-as are the name and the attributes.
+into N) and the result is moved back to the array's dim order.
+
+A coordinate along pooled dims, a dimension coordinate or not, 1-D or more, becomes its mean over
+each window's valid taps (the taps inside the input, whatever ``count_include_pad`` says; NaN for
+a window with none): bool, integers and floats as float64, complex as complex128, datetime64 and
+timedelta64 in their own dtype, exactly (the mean in integer ticks of the unit, rounded half to
+even; NaT for a window with none or with a NaT tap). A coordinate with no mean (text, Python
+objects, a MultiIndex) is dropped with a :class:`CoordinateDroppedWarning` that names it. The
+other coordinates are kept, as are the name and the attributes (the coordinates' too).
+
+>>> import pandas as pd
+>>> days = xr.DataArray(np.arange(4.0), dims="time", coords={"time": pd.date_range("2020-01-01", periods=4)})
+>>> days.avgpool.average_pool(kernel={"time": 2}, strides={"time": 2}).time.values
+array(['2020-01-01T12:00:00.000000', '2020-01-03T12:00:00.000000'],
+      dtype='datetime64[us]')
 
 Needs xarray (the ``dask`` extra); ``import avgpool`` does not import it.
 """
@@ -37,6 +48,7 @@ import contextlib
 import dataclasses
 import math
 import sys
+import warnings
 from collections.abc import Hashable, Iterator, Mapping
 from typing import Any
 
@@ -47,8 +59,9 @@ from .api import average_pool as _numpy_average_pool
 from .api import output_shape
 from .dialects import onnx as onnx_dialect
 from .errors import AvgPoolError, error_context
+from .shape import AxisGeometry, resolve
 
-__all__ = ["AvgPoolAccessor", "average_pool"]
+__all__ = ["AvgPoolAccessor", "CoordinateDroppedWarning", "average_pool"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,28 +93,35 @@ class _Pooling:
             "opset": self.opset,
         }
 
-    def along(self, dim: Hashable) -> _Pooling:
-        """The pooling of ``dim`` alone, averaging valid taps only: a coordinate's window means."""
-        i = self.dims.index(dim)
+    def along(self, dims: tuple[Hashable, ...]) -> _Pooling:
+        """The pooling of some of the pooled ``dims`` alone (in their order here), averaging valid
+        taps only: the window means of a coordinate that spans those dims."""
+        picked = tuple(self.dims.index(d) for d in dims)
         return _Pooling(
-            (dim,),
-            self.kernel[i : i + 1],
-            _picked(self.strides, i),
-            _picked(self.pads, i),
-            _picked(self.dilations, i),
+            dims,
+            _picked(self.kernel, picked),
+            _picked(self.strides, picked),
+            _picked(self.pads, picked),
+            _picked(self.dilations, picked),
             self.auto_pad,
             self.ceil_mode,
             False,
             self.opset,
         )
 
+    def geometry(self, lengths: tuple[int, ...]) -> tuple[AxisGeometry, ...]:
+        """Each pooled axis resolved for these lengths (pads, output length), as avgpool resolves it."""
+        attributes = self.attributes()
+        version = onnx_dialect.op_version(attributes.pop("opset"))
+        return resolve(onnx_dialect.make_spec(version, (1, 1, *lengths), **attributes), lengths)
+
 
 def _listed(values: tuple | None) -> list | None:
     return None if values is None else list(values)
 
 
-def _picked(values: tuple | None, i: int) -> tuple | None:
-    return None if values is None else values[i : i + 1]
+def _picked(values: Any, indices: tuple[int, ...]) -> Any:
+    return None if values is None else tuple(values[i] for i in indices)
 
 
 def average_pool(
@@ -123,6 +143,8 @@ def average_pool(
     ``strides`` and ``dilations`` map dims to values (1 where left out), ``pads`` maps dims to
     ``(begin, end)`` ((0, 0) where left out); ``auto_pad``, ``ceil_mode``, ``count_include_pad``
     and ``opset`` are :func:`avgpool.average_pool`'s. Dask-backed data gives a lazy result.
+    The coordinates along pooled dims become window means, as the module docstring says; one
+    with no mean is dropped with a :class:`CoordinateDroppedWarning`.
 
     Raises :class:`avgpool.AvgPoolError` for a dim the object does not have or ``kernel`` does
     not pool, and for any attribute, dtype or shape that :func:`avgpool.average_pool` refuses.
@@ -259,24 +281,142 @@ def _pool_ncx(x: Any, pooling: _Pooling) -> Any:
     raise AvgPoolError(f"avgpool.xarray pools numpy- or dask-backed data, got {type(x).__name__}")
 
 
+class CoordinateDroppedWarning(UserWarning):
+    """Coordinates along a pooled dim that have no mean (text, Python objects, a MultiIndex) were
+    left out of the pooled result; the warning names them."""
+
+
+# the dtype kinds whose window means exist (as in xarray's coarsen(...).mean()): bool, integers,
+# floats and complex through the float kernel, datetime64 and timedelta64 exactly in integers
+_AVERAGED_KINDS = "biufcmM"
+_NAT = np.iinfo(np.int64).min
+
+
 def _coords(obj: xr.DataArray | xr.Dataset, pooling: _Pooling) -> xr.Coordinates:
-    """The coordinates of the pooled ``obj``: those spanning no pooled dim as they are, a pooled
-    dim's numeric dimension coordinate as the mean over each window's valid taps."""
+    """The coordinates of the pooled ``obj``: those spanning no pooled dim as they are, every other
+    one pooled over the pooled dims it spans (:func:`_window_means`), or dropped with a
+    :class:`CoordinateDroppedWarning` when it has no mean."""
     pooled = set(pooling.dims)
     spanning = [name for name, coord in obj.coords.items() if pooled & set(coord.dims)]
-    means = {
-        dim: _window_means(obj.coords[dim].variable, pooling.along(dim))
-        for dim in pooling.dims
-        if dim in obj.coords and obj.coords[dim].dtype.kind in "iuf"
-    }
+    unaveraged = _unaveraged(obj, spanning)
+    means = {name: _window_means(obj.coords[name].variable, pooling) for name in spanning if name not in unaveraged}
+    if unaveraged:
+        warnings.warn(
+            CoordinateDroppedWarning(
+                f"avgpool.xarray dropped the coordinates {', '.join(unaveraged.values())} along the pooled "
+                f"dims {pooling.dims}: they have no window mean"
+            ),
+            stacklevel=3,
+        )
     # dropped together, so that a MultiIndex goes whole
     return obj.drop_vars(spanning).coords.assign(means)
 
 
+def _unaveraged(obj: xr.DataArray | xr.Dataset, names: list[Hashable]) -> dict[Hashable, str]:
+    """Those of ``names`` without a window mean, each with what it is: the coordinates of a
+    MultiIndex (its tuples and levels go together) and those of a dtype that is not averaged."""
+    unaveraged = {}
+    for name in names:
+        if isinstance(obj.xindexes.get(name), xr.indexes.PandasMultiIndex):
+            unaveraged[name] = f"{name!r} (of a MultiIndex)"
+        elif obj.coords[name].dtype.kind not in _AVERAGED_KINDS:
+            unaveraged[name] = f"{name!r} (dtype {obj.coords[name].dtype})"
+    return unaveraged
+
+
 def _window_means(coord: xr.Variable, pooling: _Pooling) -> xr.Variable:
-    """count_include_pad off: the average over the taps inside the axis, i.e. their mean position."""
-    values = coord.data.astype(np.float64).reshape(1, 1, -1)
-    return xr.Variable(coord.dims, _pool_ncx(values, pooling)[0, 0], attrs=coord.attrs)
+    """The coordinate pooled over the pooled dims it spans with count_include_pad off: the mean
+    over each window's taps inside the input, i.e. the window's mean position.
+
+    Bool, integers and floats become float64 (NaN for a window with no taps inside), complex
+    complex128, through the same kernel as the data. datetime64 and timedelta64 keep their dtype:
+    the exact mean in integer ticks of their unit, rounded half to even (not through float64,
+    exact only up to 2**53 ticks where a nanosecond date is near 2**60); NaT for a window with no taps inside or with
+    a NaT among its taps, as a NaN tap gives NaN in a float coordinate."""
+    along = pooling.along(tuple(d for d in pooling.dims if d in coord.dims))
+    data = coord.data
+    if coord.dtype.kind in "mM":
+        means = _exact_time_means(data, coord.dims, along)
+    elif coord.dtype.kind == "c":
+        means = _complex(
+            _pooled_data(data.real.astype(np.float64), coord.dims, along),
+            _pooled_data(data.imag.astype(np.float64), coord.dims, along),
+        )
+    else:
+        means = _pooled_data(data.astype(np.float64), coord.dims, along)
+    return xr.Variable(coord.dims, means, attrs=coord.attrs)
+
+
+def _complex(real: Any, imag: Any) -> Any:
+    if isinstance(real, np.ndarray):
+        return _complex_block(real, imag)
+    return real.map_blocks(_complex_block, imag, dtype=np.complex128)
+
+
+def _complex_block(real: np.ndarray, imag: np.ndarray) -> np.ndarray:
+    """``real + imag * 1j`` without its product, which makes an infinite imaginary part's real part NaN."""
+    out = np.empty(real.shape, np.complex128)
+    out.real, out.imag = real, imag
+    return out
+
+
+def _exact_time_means(data: Any, dims: tuple[Hashable, ...], pooling: _Pooling) -> Any:
+    """The datetime64 or timedelta64 ``data`` pooled over ``pooling.dims``; a Dask array stays lazy,
+    whole along those dims in each block (a coordinate is small) and chunked as before along the others."""
+    axes = tuple(dims.index(d) for d in pooling.dims)
+    geometry = pooling.geometry(tuple(data.shape[a] for a in axes))
+    pooled_axes = tuple(zip(axes, geometry))
+    if isinstance(data, np.ndarray):
+        return _time_means_block(data, pooled_axes)
+    whole = data.rechunk({a: -1 for a in axes})
+    chunks = list(whole.chunks)
+    for axis, axis_geometry in pooled_axes:
+        chunks[axis] = (axis_geometry.out,)
+    return whole.map_blocks(_time_means_block, pooled_axes, chunks=tuple(chunks), dtype=data.dtype)
+
+
+def _time_means_block(data: np.ndarray, pooled_axes: tuple[tuple[int, AxisGeometry], ...]) -> np.ndarray:
+    """Each window's exact mean in ticks: the offsets from the earliest tick summed over the taps
+    inside the input, axis by axis (a window is a product of its axes' taps), then divided once.
+    int64 holds those sums when the offsets' span times the taps stays below 2**63; Python ints
+    (an object array) hold any."""
+    ticks = data.view(np.int64)
+    missing = np.isnat(data)
+    present = ticks[~missing]
+    origin = int(present.min()) if present.size else 0
+    span = int(present.max()) - origin if present.size else 0
+    taps = math.prod(g.kernel for _, g in pooled_axes)
+    exact = np.int64 if span * taps < 2**63 else object
+    sums = np.where(missing, origin, ticks).astype(exact) - origin
+    counts, nats = np.ones(ticks.shape, np.int64), missing.astype(np.int64)
+    for axis, geometry in pooled_axes:
+        sums, counts, nats = (_tap_sums(values, axis, geometry) for values in (sums, counts, nats))
+    means = _rounded_means(sums, np.maximum(counts, 1), origin).astype(np.int64)
+    means[(counts == 0) | (nats > 0)] = _NAT
+    return means.view(data.dtype)
+
+
+def _tap_sums(values: np.ndarray, axis: int, geometry: AxisGeometry) -> np.ndarray:
+    """Each window's sum of ``values`` over its taps inside the input along ``axis``, which
+    becomes the windows' axis."""
+    taps = (np.arange(geometry.out) * geometry.stride - geometry.pad_begin)[:, None]
+    taps = taps + np.arange(geometry.kernel) * geometry.dilation
+    inside = (taps >= 0) & (taps < geometry.length)
+    if not geometry.length:  # nothing to take from: every tap is padding, any value will do
+        values = np.zeros(values.shape[:axis] + (1,) + values.shape[axis + 1 :], values.dtype)
+    gathered = np.take(values, np.where(inside, taps, 0), axis=axis)  # the axis becomes (windows, taps)
+    inside = inside.reshape(inside.shape + (1,) * (values.ndim - axis - 1))
+    return np.where(inside, gathered, 0).sum(axis=axis + 1)
+
+
+def _rounded_means(sums: np.ndarray, counts: np.ndarray, origin: int) -> np.ndarray:
+    """``origin + sums / counts`` rounded to the nearest integer, a tie to the even one (``counts`` > 0).
+    The parity is the sum's with ``origin``: the offsets' own would round an odd origin's ties wrong."""
+    quotient = sums // counts
+    twice_remainder = 2 * (sums - quotient * counts)
+    means = quotient + origin
+    up = (twice_remainder > counts) | ((twice_remainder == counts) & (means % 2 == 1))
+    return np.where(up, means + 1, means)
 
 
 @xr.register_dataset_accessor("avgpool")
