@@ -40,10 +40,11 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
-from dask._task_spec import List, Task, TaskRef, convert_legacy_graph
+from dask._task_spec import convert_legacy_graph
 from dask.array.core import concatenate3
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
+from dask.task_spec import DataNode, List, Task, TaskRef
 
 from . import tiles, tuning
 from .dialects import onnx as onnx_dialect
@@ -215,34 +216,41 @@ def _exact_slabs(x: da.Array, layout: Layout, headroom: int) -> da.Array:
     one task per chunk reduces it to two numbers per slab, one per group of slabs combines
     them (dask's generic reductions took five times as many tasks, which cost more than the
     pooling on 256 x 256 chunks)."""
-    source = _second_reading(x)
+    graph, renamed = _second_reading(x)
     kept = 2 if layout is Layout.NCX else 1
-    name = f"avgpool-exact-{tokenize(source, layout, headroom)}"
-    graph: dict = {}
+    name = f"avgpool-exact-{tokenize(x, layout, headroom)}"
     groups: dict = {}
     for block in itertools.product(*(range(len(c)) for c in x.chunks)):
-        key = (f"{name}-chunk", *block)
-        graph[key] = Task(key, tiles.slab_bit_range, TaskRef((source.name, *block)), layout)
+        key, chunk = (f"{name}-chunk", *block), (x.name, *block)
+        graph[key] = Task(key, tiles.slab_bit_range, TaskRef(renamed.get(chunk, chunk)), layout)
         groups.setdefault(block[:kept], []).append(TaskRef(key))
     for group, refs in groups.items():
         graph[(name, *group)] = Task((name, *group), _exact_of, List(*refs), headroom)
-    hlg = HighLevelGraph.from_collections(name, graph, dependencies=[source])
+    hlg = HighLevelGraph.from_collections(name, graph, dependencies=[x])
     return da.Array(hlg, name, x.chunks[:kept], meta=np.empty((0,) * kept, bool))
 
 
-def _second_reading(x: da.Array) -> da.Array:
-    """``x`` computed a second time, under keys of its own: every task of ``x``'s graph renamed,
-    its references to other tasks of the graph renamed alike. Not dask's ``clone``: it renames
-    the graph's keys but not each task's own ``key``, nor an alias's target (dask 2026.8), and
-    dask's fusion of linear chains then failed on any input with layers of its own ("Cannot
-    fuse tasks with multiple outputs": a rechunked or sliced array, a 2-D xarray DataArray
-    reshaped to 4-D; tests/test_dask.py, tests/test_xarray.py)."""
+def _second_reading(x: da.Array) -> tuple[dict, dict]:
+    """The tasks that compute ``x``, copied under keys of their own so that they run a second
+    time, and the new key of each key copied; the references between copied tasks are renamed
+    alike. What the graph holds as data keeps its key, and the copy reads it there: a value in
+    the graph (da.from_array's chunks, which a copy would send to the scheduler twice), or data
+    on a cluster (a persisted array's chunks, a scattered block), whose keys exist only there, as
+    futures, and are no task of the graph (tests/test_dask_cluster.py). Not dask's ``clone``: it
+    renames the graph's keys but not each task's own ``key``, nor an alias's target (dask
+    2026.8), and dask's fusion of linear chains then fails on any input with layers of its own
+    ("Cannot fuse tasks with multiple outputs": a rechunked or sliced array, a 2-D xarray
+    DataArray reshaped to 4-D; tests/test_dask.py, tests/test_xarray.py)."""
+    # (the private convert_legacy_graph: dask has no public way to read a graph's values, which
+    # may be legacy tuples, as nodes; it leaves futures out, as the data they stand for is no task)
     graph = convert_legacy_graph(dict(x.__dask_graph__()))
     suffix = "-avgpool-again-" + tokenize(x.name)
-    renamed = {key: (key[0] + suffix, *key[1:]) if isinstance(key, tuple) else key + suffix for key in graph}
-    copy = {renamed[key]: node.substitute(renamed, key=renamed[key]) for key, node in graph.items()}
-    name = x.name + suffix
-    return da.Array(HighLevelGraph.from_collections(name, copy, dependencies=[]), name, x.chunks, meta=x._meta)
+    renamed = {
+        key: (key[0] + suffix, *key[1:]) if isinstance(key, tuple) else key + suffix
+        for key, node in graph.items()
+        if not isinstance(node, DataNode)
+    }
+    return {new: graph[key].substitute(renamed, key=new) for key, new in renamed.items()}, renamed
 
 
 def output_chunks(geometry: AxisGeometry, input_chunks: tuple[int, ...]) -> list[tuple[int, int, int]]:
