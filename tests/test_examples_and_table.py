@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -59,7 +60,13 @@ def test_bfloat16_is_accumulated_in_float32_or_wider():
 
     x = np.array([[[256] + [1] * 15]], dtype=ml_dtypes.bfloat16)  # bfloat16 sums would stall at 256
     y = avgpool.average_pool(x, [16])
-    assert y.dtype == ml_dtypes.bfloat16 and float(y.item()) == float(ml_dtypes.bfloat16(271 / 16))
+    # the exact mean 271/16 = 16.9375 is 135.5 steps of bfloat16's 1/8 in [16, 32): a tie, rounded
+    # once to even, 136/8 = 17 (worked out here, not taken from ml_dtypes' own cast); a bfloat16
+    # running sum would give 256/16 = 16
+    exact = Fraction(256 + 15, 16)
+    steps = exact / Fraction(1, 8)
+    assert 16 <= exact < 32 and steps == Fraction(271, 2)  # a tie between 135 and 136
+    assert y.dtype == ml_dtypes.bfloat16 and float(y.item()) == 136 / 8
 
 
 def test_valid_with_ceil_mode():
