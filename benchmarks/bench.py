@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,8 @@ PAUSE_S = 0.05  # onnxruntime's workers spin ~40 ms after a call, torch's ~10 ms
 MIB = 1 << 20
 LARGE_BYTES = 16 * MIB  # "large tensor" threshold of the copy-speed target (input bytes)
 PEERS = ("onnxruntime", "openvino", "torch")
+RESULTS = HERE / "results" / "bench.md"  # written by every run of all workloads and peers
+SHORT_RESULTS = HERE / "results" / "bench_short.md"  # the README's table: the targets' rows, k1 and k31
 BENCH_EXTRA = "pip install 'avgpool[bench]'"
 
 
@@ -838,7 +841,7 @@ def environment() -> dict[str, Any]:
     return env
 
 
-def write_markdown(path: Path, results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> None:
+def markdown_text(results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> str:
     lines = [
         (
             f"Median time per call, {env['threads_per_runtime']} threads per runtime, "
@@ -854,7 +857,55 @@ def write_markdown(path: Path, results: list[Result], summary_lines: list[str], 
     ]
     lines += ["| " + " | ".join(row(r)) + " |" for r in results]
     lines += ["", "```", *summary_lines, "```", ""]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
+
+
+def short_markdown_text(results: list[Result]) -> str:
+    """The README's table: the performance targets' workloads and kernels 1 and 31, fewer columns."""
+    short = [r for r in results if r.workload.group == "table"]
+    short += [r for r in results if r.workload.name in ("kernel scaling k1", "kernel scaling k31")]
+    columns = ["workload", "avgpool", *PEERS, "ratio"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += [
+        "| "
+        + " | ".join(
+            [r.workload.name, fmt_time(r.times["avgpool"]), *(fmt_time(r.times.get(p)) for p in PEERS)]
+            + [fmt_ratio(r.ratio)]
+        )
+        + " |"
+        for r in short
+    ]
+    ratios = [r.ratio for r in short if r.workload.group == "table" and r.ratio is not None]
+    if ratios:
+        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        lines += ["", f"Geometric mean of the ratios over the {len(ratios)} workload rows: {geomean:.2f}."]
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: Path, results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> None:
+    path.write_text(markdown_text(results, summary_lines, env))
+
+
+def source_state() -> str:
+    """The git commit of the avgpool being measured, and whether its src/ has uncommitted changes."""
+    root = Path(avgpool.__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "not a git checkout"
+    return f"git {head}{' + uncommitted src/ changes' if dirty else ''}"
+
+
+def write_results(path: Path, text: str, script: str, settings: str) -> None:
+    """The results file the documentation embeds (docs/performance.md): what was run on what, then ``text``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = f"Written by `benchmarks/{script}` ({settings}) on avgpool {source_state()}.\n\n"
+    path.write_text(head + text)
 
 
 def write_json(path: Path, results: list[Result], summary: dict[str, Any], env: dict[str, Any], args) -> None:
@@ -1025,6 +1076,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         write_markdown(args.markdown, results, summary_lines, env)
         print(f"\nwrote {args.markdown}")
+    if not args.only and peers == list(PEERS):
+        settings = f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms" + (", --quick" if args.quick else "")
+        write_results(RESULTS, markdown_text(results, summary_lines, env), Path(__file__).name, settings)
+        write_results(SHORT_RESULTS, short_markdown_text(results), Path(__file__).name, settings)
+        print(f"wrote {RESULTS.relative_to(HERE.parent)} and {SHORT_RESULTS.relative_to(HERE.parent)}")
     if args.json:
         write_json(args.json, results, summary, env, args)
         print(f"wrote {args.json}")

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench import Runner, measure, paired_ratio  # one timing method for every benchmark
+from bench import Runner, measure, paired_ratio, write_results  # one timing method for every benchmark
 
 import avgpool
 from avgpool import qlinear as _qlinear
@@ -65,6 +65,7 @@ from avgpool import qlinear_engine
 
 HERE = Path(__file__).resolve().parent
 THREADS = 2
+RESULTS = HERE / "results" / "bench_qlinear.md"  # written by every run of all rows
 TABLE_QUANT = (0.05, 128, 0.05, 128)  # x_scale, x_zero_point, y_scale, y_zero_point of the table rows
 NODE_QUANT = (0.05, 128, 0.04, 120)  # ... of the model-node rows
 ORT_ATTRS = ("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "count_include_pad")
@@ -515,6 +516,27 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
     return lines, not differ
 
 
+def markdown_text(rows: list[Row], lines: list[str]) -> str:
+    """The results table and the summary, as markdown: what RESULTS holds."""
+    text = [
+        f"Median time per call, {THREADS} threads per runtime; quantization (x_scale, x_zp, y_scale, y_zp): "
+        f"table rows {TABLE_QUANT}, model-node rows {NODE_QUANT}. prepared = avgpool.QLinearAveragePool(...)(x, out), "
+        "function = avgpool.qlinear_average_pool(..., out=out), engine = the engine under both; ratio = prepared / "
+        "fastest peer, fn ratio = function / fastest peer, fn/prep = function / prepared, lit/prep = the function "
+        "with lists written in the call / prepared (ratios: the median over rounds of the two times in one round).",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+        *("| " + " | ".join(cells(r)) + " |" for r in rows),
+        "",
+        "```",
+        *lines,
+        "```",
+        "",
+    ]
+    return "\n".join(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 rounds of ~5 ms batches (a smoke run)")
@@ -559,6 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     lines, exact = summarize(rows)
     for line in lines:
         print(line)
+    if not args.only:
+        settings = f"{args.rounds} rounds, batches >= {args.budget * 1e3:g} ms" + (", --quick" if args.quick else "")
+        write_results(RESULTS, markdown_text(rows, lines), Path(__file__).name, settings)
+        print(f"wrote {RESULTS.relative_to(HERE.parent)}")
     return 0 if exact else 1
 
 
