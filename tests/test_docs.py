@@ -190,11 +190,20 @@ def test_performance_figures_are_embedded():
 
 
 def sync() -> list[Path]:
-    """Copy every embedded results file into its documents; the documents changed."""
+    """Copy every embedded results file into its documents (a missing file leaves its block as it
+    is); the documents changed."""
+
+    def embedded(match: re.Match) -> str:
+        source = ROOT / match[1]
+        if not source.is_file():
+            print(f"missing {match[1]}: run the benchmark that writes it", file=sys.stderr)
+            return match[0]
+        return f"<!-- results: {match[1]} -->\n{source.read_text()}<!-- end results -->"
+
     changed = []
     for doc in DOCUMENTS:
         text = doc.read_text()
-        new = EMBED.sub(lambda m: f"<!-- results: {m[1]} -->\n{(ROOT / m[1]).read_text()}<!-- end results -->", text)
+        new = EMBED.sub(embedded, text)
         if new != text:
             doc.write_text(new)
             changed.append(doc)
