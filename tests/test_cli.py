@@ -514,7 +514,7 @@ def test_run_model_with_inputs_outputs_and_check(tmp_path, capsys):
 def test_run_respects_the_model_opset(tmp_path):
     import onnx
 
-    # semantics.md section 7: opset 1 never counts pads ([1.5, 2, 3, 4, 4.5]; onnx.reference gives [1, 2, 3, 4, 3])
+    # docs/semantics.md section 7: opset 1 never counts pads ([1.5, 2, 3, 4, 4.5]; onnx.reference gives [1, 2, 3, 4, 3])
     onnx.save(_pool_model(1, kernel_shape=[3], pads=[1, 1]), tmp_path / "m1.onnx")
     np.save(tmp_path / "x.npy", np.arange(1, 6, dtype=np.float32).reshape(1, 1, 5))
     code, _ = run(["run", tmp_path / "m1.onnx", "-i", f"x={tmp_path / 'x.npy'}", "-o", tmp_path / "o"])

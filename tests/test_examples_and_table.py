@@ -1,4 +1,4 @@
-"""The documents' worked examples and semantics.md section 7: the known wrong answers elsewhere."""
+"""The documents' worked examples and docs/semantics.md section 7: the known wrong answers elsewhere."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_spec_worked_examples(example):
 
 
 NAN = math.nan
-# (input, attributes, right answer): semantics.md section 7, row by row.
+# (input, attributes, right answer): docs/semantics.md section 7, row by row.
 SECTION_7 = [
     ([1, 2, 3, 4], dict(kernel_shape=[3], strides=[3], ceil_mode=1), [2, 4]),
     ([NAN, 1, 2], dict(kernel_shape=[3]), [NAN]),

@@ -1,4 +1,4 @@
-"""``avgpool explain``: window tables on semantics.md section 7, the dialect comparison, pictures."""
+"""``avgpool explain``: window tables on docs/semantics.md section 7, the dialect comparison, pictures."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def windows(text: str) -> list[tuple[int, int, int, int, int, float]]:
     return rows
 
 
-# semantics.md section 7, row by row: flags, output length, and per window
+# docs/semantics.md section 7, row by row: flags, output length, and per window
 # (first tap, taps in input, in padding, past padding, divisor).
 SECTION_7 = [
     ("1x1x4 -k 3 -s 3 --ceil-mode", 2, [(0, 3, 0, 0, 3), (3, 1, 0, 2, 1)]),

@@ -1,4 +1,4 @@
-"""QLinearAveragePool against onnxruntime's com.microsoft kernel, bit for bit (semantics.md 5.2).
+"""QLinearAveragePool against onnxruntime's com.microsoft kernel, bit for bit (docs/semantics.md 5.2).
 
 onnxruntime sessions are cached per (dtype, rank, attributes) and reused for every input of that
 configuration, so thousands of configurations run in a few seconds.
@@ -388,7 +388,7 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
 
 
 # --------------------------------------------------------------------------------------------- #
-# semantics.md 5.2 examples and the arithmetic details
+# docs/semantics.md 5.2 examples and the arithmetic details
 
 
 def test_semantics_example_ceil_overhang_counted(runner):

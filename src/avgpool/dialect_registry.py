@@ -7,14 +7,14 @@ dilations, pads, auto_pad, a rounding choice, whether pads count). Each :class:`
   ``avgpool.openvino.avg_pool``, ``avgpool.onednn.avg_pool``, ``avgpool.qlinear.qlinear_average_pool``),
   imported lazily so a dialect that this build lacks gives a clear message instead of a traceback;
 - which canonical :class:`~avgpool.spec.PoolSpec` the same settings give in that dialect
-  (semantics.md sections 2 to 5), which ``avgpool explain`` uses to show where the dialects differ.
+  (docs/semantics.md sections 2 to 5), which ``avgpool explain`` uses to show where the dialects differ.
 
 Both come from one mapping per dialect (``onnx_attributes``, ``openvino_attributes``, ...): the
 settings spelled as the keyword attributes of the dialect's public function, which is called with
 them, and given as they are to the dialect module's own translation (``avgpool.dialects.<name>``'s
 ``make_spec``, QLinear's ``make_geometry``), the one the public function runs. So ``avgpool shape``
 and ``avgpool explain`` show what the function computes, or refuse what it refuses. PyTorch has no
-function in avgpool: its spec (semantics.md: CEIL_DROP + PADDED_TAPS) is written here.
+function in avgpool: its spec (docs/semantics.md: CEIL_DROP + PADDED_TAPS) is written here.
 """
 
 from __future__ import annotations

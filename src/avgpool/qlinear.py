@@ -107,7 +107,7 @@ def qlinear_average_pool(
     accepted) or ``None`` for 0. ``pads`` is ONNX's flat ``[begin_1 .. begin_n, end_1 .. end_n]``.
     There is no ``dilations``: the operator has none.
 
-    The arithmetic is onnxruntime's CPU kernel (semantics.md 5.2). General path: dequantize each
+    The arithmetic is onnxruntime's CPU kernel (docs/semantics.md 5.2). General path: dequantize each
     tap ``x_scale * float32(x - x_zero_point)``, sum in float32 in row-major tap order, divide by
     the number of valid taps (``prod(kernel_shape)`` with ``count_include_pad``, which then also
     counts a ceil window's overhang), then ``rint(avg / y_scale + y_zero_point)`` in float32

@@ -1,4 +1,4 @@
-"""A slow, obviously-correct average pool, written from semantics.md alone.
+"""A slow, obviously-correct average pool, written from docs/semantics.md alone.
 
 It loops over every output window, takes the kernel taps that fall inside the input (a tap is
 inside when it is inside on every axis), sums them exactly (math.fsum; IEEE addition when a tap is

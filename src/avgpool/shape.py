@@ -1,4 +1,4 @@
-"""Shape inference: pure integer arithmetic from the canonical spec (semantics.md sections 2, 3)."""
+"""Shape inference: pure integer arithmetic from the canonical spec (docs/semantics.md sections 2, 3)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ class PadMode(enum.Enum):
 
 
 class Rounding(enum.Enum):
-    """How the output length is rounded (semantics.md section 2)."""
+    """How the output length is rounded (docs/semantics.md section 2)."""
 
     FLOOR = "floor"
     CEIL = "ceil"  # OpenVINO/oneDNN "ceil": no drop rule
@@ -27,7 +27,7 @@ class Rounding(enum.Enum):
 
 
 class Divisor(enum.Enum):
-    """What each window's sum is divided by (semantics.md section 4), per axis."""
+    """What each window's sum is divided by (docs/semantics.md section 4), per axis."""
 
     VALID_TAPS = "valid_taps"  # taps inside [0, L)
     PADDED_TAPS = "padded_taps"  # taps inside [-pad_begin, L + pad_end): ONNX count_include_pad=1

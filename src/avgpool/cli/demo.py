@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 SUMMARY = "compute the worked examples of the ONNX spec and compare with the published outputs"
 DESCRIPTION = (
     "Compute every worked example of the ONNX AveragePool pages and show input, attributes, avgpool's "
-    "output and the published output side by side; then explain one case of semantics.md section 7."
+    "output and the published output side by side; then explain one case of docs/semantics.md section 7."
 )
 EXAMPLES = ["avgpool demo"]
 

@@ -258,9 +258,9 @@ class ExplainExample:
     notes: str
 
 
-#: The first row of semantics.md section 7, as ``avgpool demo`` explains it.
+#: The first row of docs/semantics.md section 7, as ``avgpool demo`` explains it.
 EXPLAIN_EXAMPLE = ExplainExample(
     ("1x1x4", "-k", "3", "-s", "3", "--ceil-mode"),
-    "semantics.md section 7: [1, 2, 3, 4], k3 s3 ceil gives [2, 4]; the second window has one tap in the input "
+    "docs/semantics.md section 7: [1, 2, 3, 4], k3 s3 ceil gives [2, 4]; the second window has one tap in the input "
     "and two past it, so its divisor is 1 (onnx.reference shifts the windows and gives [1.5, 3])",
 )

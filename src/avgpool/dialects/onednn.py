@@ -1,4 +1,4 @@
-"""oneDNN Graph AvgPool: attributes -> canonical spec (semantics.md 5.4).
+"""oneDNN Graph AvgPool: attributes -> canonical spec (docs/semantics.md 5.4).
 
 Spellings are oneDNN's own, compared exactly as its shape inference compares them ("None",
 "SAME_UPPER", "SAME_LOWER", "VALID"; "floor", "ceil"; "NXC", "NCX"): oneDNN silently treats an

@@ -1,4 +1,4 @@
-"""ONNX AveragePool, opsets 1 to 22: attributes -> canonical spec (semantics.md 5.1)."""
+"""ONNX AveragePool, opsets 1 to 22: attributes -> canonical spec (docs/semantics.md 5.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OpenVINO AvgPool-1, -14 and -16: attributes -> canonical spec (semantics.md 5.3).
+"""OpenVINO AvgPool-1, -14 and -16: attributes -> canonical spec (docs/semantics.md 5.3).
 
 Validation follows what the OpenVINO runtime (2026.4, shape inference and CPU plugin) accepts and
 refuses, so that a model valid in one is valid in the other; the messages name the rule.

@@ -1,5 +1,5 @@
 """onnxruntime's com.microsoft QLinearAveragePool: attributes and quantisation inputs -> canonical
-spec, with all of its validation (semantics.md 5.2).
+spec, with all of its validation (docs/semantics.md 5.2).
 
 onnxruntime's CPU kernel is the operator's only definition, so this dialect reproduces its geometry
 exactly rather than ONNX AveragePool's (the differences are listed in :func:`ort_axis`), and
