@@ -89,9 +89,16 @@ def sources_stamp(folder: Path = Path(__file__).parent) -> bytes:
     return digest.digest()
 
 
+#: numba's locators of a writable cache folder, in its order (numba < 0.62 names them with a "_").
+_LOCATORS = tuple(
+    getattr(caching, name, None) or getattr(caching, f"_{name}")
+    for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
+)
+
+
 def _writable_cache_path(py_func: Any, source: str) -> str | None:
     """Where numba would cache ``py_func``: the first of its locators that can write, or None."""
-    for locator_class in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator):
+    for locator_class in _LOCATORS:
         try:
             locator = locator_class.from_function(py_func, source)
         except OSError:
