@@ -3,14 +3,13 @@
 
     python3 benchmarks/cold_start.py                 # every kind of avgpool.first_calls.KINDS, 3 runs each
     python3 benchmarks/cold_start.py --runs 1 --kinds float32 qlinear-uint8
+    python3 benchmarks/cold_start.py --no-precompiled   # what a machine without shipped kernels pays
 
 It creates a virtual environment in a temporary folder, installs this checkout into it with pip
 (not editable: the package is built and copied, as a user gets it), and then, for each kind, runs
 a new process (``import avgpool`` + the kind's first call) with an empty numba cache
 (``NUMBA_CACHE_DIR`` a new empty folder, ``HOME`` an empty folder) and times its whole wall time:
-"cold" (nothing is shipped compiled: every first call on a machine compiles its kernels). A second
-process then runs the same call with the cache the first one left: "warm".
-``benchmarks/compile_times.py`` shows what each cold process compiled.
+"cold". A second process then runs the same call with the cache the first one left: "warm".
 Prints a Markdown table of the medians (min-max) of ``--runs`` runs.
 """
 
@@ -57,11 +56,11 @@ def timed(python: Path, kind: str, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def measure(python: Path, kind: str, runs: int) -> tuple[list[float], list[float]]:
+def measure(python: Path, kind: str, runs: int, precompiled: bool) -> tuple[list[float], list[float]]:
     cold, warm = [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as home:
-            env = dict(os.environ, NUMBA_CACHE_DIR=cache, HOME=home)
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache, HOME=home, AVGPOOL_PRECOMPILED="1" if precompiled else "0")
             cold.append(timed(python, kind, env))
             warm.append(timed(python, kind, env))
     return cold, warm
@@ -86,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KIND",
         help="kinds to time (default: all)",
     )
+    parser.add_argument(
+        "--no-precompiled",
+        dest="precompiled",
+        action="store_false",
+        help="ignore the shipped precompiled kernels (AVGPOOL_PRECOMPILED=0)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
         start = time.perf_counter()
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|")
         worst_cold = worst_warm = 0.0
         for kind in args.kinds:
-            cold, warm = measure(python, kind, args.runs)
+            cold, warm = measure(python, kind, args.runs, args.precompiled)
             worst_cold, worst_warm = max(worst_cold, max(cold)), max(worst_warm, max(warm))
             print(f"| {kind} | {cell(cold)} | {cell(warm)} |", flush=True)
         print(f"\nworst cold {worst_cold:.2f} s, worst warm {worst_warm:.2f} s", file=sys.stderr)

@@ -133,17 +133,14 @@ def _view_entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view:
     return compiled(kernel, signature).entry_point
 
 
-def _native_address(
-    kernel: Callable[..., None], dtype: np.dtype, args: tuple, out_dtype: np.dtype | None = None
-) -> int | None:
-    """The address of ``kernel`` compiled for flat ``dtype`` arrays (output ``out_dtype``, default
-    the same) and ``args`` (the float64 fallback of the exact kernel, the family a float16 kernel
-    calls), or None (then the exact kernel is not used) if this numba lacks the internals that
-    :func:`.kernels.crew.native_address` relies on."""
+def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -> int | None:
+    """The address of ``kernel`` compiled for flat ``dtype`` arrays and ``args`` (the float64
+    fallback of the exact kernel), or None (then the exact kernel is not used) if this numba
+    lacks the internals that :func:`.kernels.crew.native_address` relies on."""
     from .kernels import crew
 
     try:
-        return crew.native_address(kernel, np.empty(0, dtype), np.empty(0, out_dtype or dtype), args)
+        return crew.native_address(kernel, np.empty(0, dtype), np.empty(0, dtype), args)
     except (AttributeError, KeyError, RuntimeError, TypeError):
         return None
 
@@ -171,10 +168,9 @@ def prepare_tables(
     if dtype in _NATIVE:
         slab_tables = _slab_tables(t, group, channels, parts)
         args = (slab_tables,)
-        family = slab_kernel(t)
-        fallback = _native_address(family, dtype, args) if running is not None else None
+        fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
-            return PreparedPool(out_shape, dtype, items, family, args, pieces, False)
+            return PreparedPool(out_shape, dtype, items, separable.pool_slabs, args, pieces, False)
         from .kernels import running as exact
 
         return PreparedPool(
@@ -182,32 +178,11 @@ def prepare_tables(
         )
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
-    # is pooled on its own, so groups never span more than a block, by the family kernel compiled
-    # for float32 in, float64 out, called at its address
+    # is pooled on its own, so groups never span more than a block
     slab_in = max(1, math.prod(shape) // max(1, slabs))
     block = max(1, tune.widen_block_elements // slab_in)
-    tables = _slab_tables(t, min(group, block), channels, parts)
-    family = _native_address(slab_kernel(t), np.dtype(np.float32), (tables,), np.dtype(np.float64))
-    if family is None:
-        raise RuntimeError("this numba lacks the internals avgpool's float16/bfloat16 kernels call through")
-    args = (tables, bool(dtype != np.float16), block, family)
+    args = (_slab_tables(t, min(group, block), channels, parts), bool(dtype != np.float16), block)
     return PreparedPool(out_shape, dtype, items, separable.pool_slabs_16, args, pieces, True)
-
-
-def slab_kernel(t: KernelTables) -> Callable[..., None]:
-    """The entry kernel (family) that pools slabs by the tables ``t``: small planes, windows
-    covering every axis, fused channels-last passes, or the separable passes. Chosen here, so
-    that a call compiles only the family it runs (tests/test_compile_counts.py)."""
-    from .kernels import separable
-
-    axes = t.axes
-    if axes[0, columns.PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
-        return separable.pool_planes
-    if t.global_scale > 0:  # running sums of one slab's channels only
-        return separable.pool_global
-    if axes[0, columns.FUSED] > 0:  # three columns' sums of one position's channels only
-        return separable.pool_fused
-    return separable.pool_slabs
 
 
 def _slab_parts(
@@ -240,7 +215,7 @@ def _slab_parts(
 
 
 def _slab_tables(t: KernelTables, group: int, channels: int, parts: int) -> SlabTables:
-    """The tables ``t`` as the kernels of :mod:`.kernels.separable` take them, ``group`` slabs at a
+    """The tables ``t`` as :func:`.kernels.separable.pool_slabs` takes them, ``group`` slabs at a
     time, each slab in ``parts`` items."""
     band, scratch_size = band_and_scratch(t, group)
     return SlabTables(

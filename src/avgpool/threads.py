@@ -220,7 +220,7 @@ class _Crew:
             if x.flags.writeable:
                 # the kernels only read x: typed read-only always, the compiled wait loop and the
                 # kernel's address are the same for a writable input and a read-only one (a memory
-                # map, avgpool pool's input): one compilation serves both
+                # map, avgpool pool's input), and the shipped precompiled ones serve both
                 x = x.view()
                 x.flags.writeable = False
             done = bool(self.compiled.lead(address, self.board, pool, x, out, items, pieces, *args))

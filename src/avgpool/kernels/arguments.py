@@ -3,7 +3,7 @@
 rather than a score of positional arguments. numba passes a named tuple of arrays and integers as
 one argument and resolves its fields by name when it compiles: a field read costs what reading
 an argument did. Each field keeps the Python type it is built with (int, float, bool, int64 and
-float64 arrays), so that every pool's tuple has one type: one compiled kernel serves them all."""
+float64 arrays), so that every pool's tuple has the type the kernels are precompiled for."""
 
 from __future__ import annotations
 

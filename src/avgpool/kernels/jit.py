@@ -1,16 +1,25 @@
-"""How the kernels are compiled, and where their machine code is kept.
+"""How the kernels are compiled, and where their machine code is found.
 
-numba compiles a kernel on its first call, for this very CPU, and saves the machine code in its
-own on-disk cache (``NUMBA_CACHE_DIR``, else the package's ``__pycache__``, else the user's cache
-folder): later processes load it. Each kind of call reaches one entry kernel (a kernel family:
-:mod:`avgpool.pools` picks it by reference), and an entry kernel is small enough that LLVM
-compiles it in a second or two (``benchmarks/compile_times.py`` prints the table;
-tests/test_compile_counts.py counts what a first call compiles).
+numba compiles a kernel on its first call, and avgpool's kernels cost LLVM a minute or more per
+dtype on a 2-core machine (many specialised vector loops). So the machine code of a kernel is
+looked up, in this order, before anything is compiled:
 
-Two things are added to numba's cache (:class:`KernelCache`): the key of a kernel holds the stamp
-of every kernel module, since an entry kernel links in kernels from other modules and numba's
-stamp covers its own file only; and no cache trouble stops a call (no writable folder, a
-truncated or garbage entry: the kernel is compiled, with one notice on the ``avgpool`` logger).
+1. the writable cache, where numba itself would put it (``NUMBA_CACHE_DIR``, else the package's
+   ``__pycache__``, else the user's cache folder), keyed by this machine's CPU;
+2. the precompiled kernels shipped in the package (``kernels/precompiled/<level>/``), built by
+   ``tools/precompile.py`` for the portable x86-64 levels :data:`LEVELS`: used when this CPU
+   has every feature of a level and numba, Python and the kernel sources are those they were
+   built from (numba's index checks the last three);
+3. otherwise the kernel is compiled, logged on the ``avgpool`` logger, and saved to the writable
+   cache if there is one.
+
+Loading a kernel from either needs only numba's runtime, not its whole target context (refreshed
+on a miss, before compiling), and reads the symbols from the machine code, leaving the LLVM
+bitcode kept for linking unparsed until something links it (:mod:`.loading`).
+
+Nothing here raises for a cache that cannot be written (a read-only install with no writable
+home: :func:`cache_location` is None and every process compiles what is not shipped) or cannot
+be read (a truncated or garbage entry is ignored and replaced): a cache never stops a call.
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ import functools
 import hashlib
 import inspect
 import logging
+import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,10 +37,37 @@ from typing import Any
 
 import numpy as np
 from numba import njit
-from numba.core import caching, event
+from numba.core import caching, config, event, serialize
 from numba.core.runtime import rtsys
 
+from . import loading
+
 LOG = logging.getLogger("avgpool")
+
+#: The shipped machine code: one folder per level of :data:`LEVELS`.
+PRECOMPILED = Path(__file__).with_name("precompiled")
+_V2 = ("cx16", "popcnt", "sahf", "sse3", "sse4.1", "sse4.2", "ssse3")
+_V3 = (*_V2, "avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+#: The x86-64 levels precompiled kernels are built for (LLVM CPU names), best first, with the CPU
+#: features a machine needs to run their code.
+LEVELS = {
+    "x86-64-v4": (*_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"),
+    "x86-64-v3": _V3,
+}
+#: The LLVM features the precompiled code of "wide" entry kernels (``kernel(wide=True)``) is built
+#: with, per level (the others: none). x86-64-v4's tuning keeps loops at 256-bit vectors; the
+#: quantized kernels and the exact running sums run faster at 512 bits, other float loops slower
+#: (their short loops end in long remainders). Serial, min of 9 runs, AMD EPYC (Zen 4), v4 build
+#: as tuned vs 512-bit: QLinear NHWC 1x14x14x272 3x3 s2 p1 9.5 vs 8.4 us, 1x14x14x576 3x3 p1 46 vs 37,
+#: NCHW 1x192x28x28 3x3 p1 381 vs 329; float32 exact 1x16x256x256 k5 616 vs 555; but float32
+#: 1x1024x7x7 7x7 6.6 vs 8.5, 1x192x28x28 3x3 p1 60 vs 65 (benchmarks/bench_qlinear.py, bench.py).
+WIDE_FEATURES = {"x86-64-v4": "-prefer-256-bit"}
+#: Set to a folder by tools/precompile.py: entry kernels are saved there, under the level that
+#: numba is configured to compile for (NUMBA_CPU_NAME), instead of the writable cache.
+BUILD_ENV = "AVGPOOL_BUILD_PRECOMPILED"
+#: Set to 0 to ignore the shipped kernels (then every kernel is compiled for this very CPU), or to
+#: a level of :data:`LEVELS` to use only that one.
+USE_ENV = "AVGPOOL_PRECOMPILED"
 
 #: numba options of every kernel: no GIL (helper threads run them), numpy's floating-point rules
 #: (a zero divisor gives inf, not an exception), no bounds checks.
@@ -49,8 +87,8 @@ INLINED = dict(COMPUTE, inline="always")
 U = np.uint64
 
 #: Constant arguments of inner calls as numpy scalars: numba compiles a function once more for
-#: each combination of literal arguments (a Python 0, 1 or True), every copy costing LLVM time.
-#: The literals kept (stride 1, the single row of a joined pass) measured a few % faster.
+#: each combination of literal arguments (a Python 0, 1 or True), every copy costing seconds of
+#: LLVM time. The literals kept (stride 1, the single row of a joined pass) measured a few % faster.
 ZERO, ONE = np.int64(0), np.int64(1)
 YES, NO = np.bool_(True), np.bool_(False)
 
@@ -63,17 +101,45 @@ def _notice_once(kind: str, message: str, *args: Any) -> None:
         LOG.warning(message, *args)
 
 
-def kernel(*, entry: bool = False, **options: Any) -> Any:
-    """``numba.njit(**options)`` with avgpool's cache (:class:`KernelCache`). ``entry``: a kernel
-    the engine calls from Python (the kernels it calls are linked into it)."""
+def kernel(*, entry: bool = False, wide: bool = False, **options: Any) -> Any:
+    """``numba.njit(**options)`` with avgpool's cache. ``entry``: a kernel the engine calls from
+    Python, whose machine code is shipped precompiled (the kernels it calls are linked into it);
+    ``wide``: an entry kernel precompiled with :data:`WIDE_FEATURES`."""
 
     def decorate(py_func: Any) -> Any:
         dispatcher = njit(**options)(py_func)
-        dispatcher._cache = LazyCache(py_func)
-        dispatcher._avgpool_entry = entry
+        dispatcher._cache = KernelCache(py_func, entry, wide)
         return dispatcher
 
     return decorate
+
+
+@functools.cache
+def host_features() -> frozenset[str]:
+    """The features of this CPU, as LLVM reads them (none where it cannot tell)."""
+    import llvmlite.binding as llvm
+
+    try:
+        return frozenset(name for name, present in llvm.get_host_cpu_features().items() if present)
+    except RuntimeError:  # LLVM cannot tell on this platform
+        return frozenset()
+
+
+def _levels_of_this_cpu() -> tuple[str, ...]:
+    """The levels of :data:`LEVELS` this CPU can run, best first."""
+    return tuple(level for level, needed in LEVELS.items() if host_features().issuperset(needed))
+
+
+def shipped_levels() -> tuple[str, ...]:
+    """The precompiled levels a call may use here, best first (none under NUMBA_BOUNDSCHECK or
+    with AVGPOOL_PRECOMPILED=0, or while building them)."""
+    choice = os.environ.get(USE_ENV, "")
+    if config.BOUNDSCHECK or choice == "0" or os.environ.get(BUILD_ENV):
+        return ()
+    return tuple(level for level in _USABLE_LEVELS if choice in ("", "1", level))
+
+
+_USABLE_LEVELS = _levels_of_this_cpu()
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,16 +155,9 @@ def sources_stamp(folder: Path = Path(__file__).parent) -> bytes:
     return digest.digest()
 
 
-#: numba's locators of a writable cache folder, in its order (numba < 0.62 names them with a "_").
-_LOCATORS = tuple(
-    getattr(caching, name, None) or getattr(caching, f"_{name}")
-    for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
-)
-
-
 def _writable_cache_path(py_func: Any, source: str) -> str | None:
     """Where numba would cache ``py_func``: the first of its locators that can write, or None."""
-    for locator_class in _LOCATORS:
+    for locator_class in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator):
         try:
             locator = locator_class.from_function(py_func, source)
         except OSError:
@@ -108,109 +167,151 @@ def _writable_cache_path(py_func: Any, source: str) -> str | None:
     return None
 
 
-class KernelCache(caching.FunctionCache):
-    """numba's per-function cache, keyed also by :func:`sources_stamp`, loading without
-    refreshing numba's whole target context, and with no failure that stops a call."""
+class KernelCache(caching._Cache):
+    """numba's per-function cache (same files and index keys), with the shipped precompiled
+    levels as a second, read-only tier, and no failure that stops a call."""
 
-    def _index_key(self, sig: Any, codegen: Any) -> tuple:
-        return (*super()._index_key(sig, codegen), sources_stamp().hex())
+    def __init__(self, py_func: Any, entry: bool, wide: bool = False) -> None:
+        self._py_func = py_func
+        self._name = f"{py_func.__module__}.{py_func.__qualname__}"
+        self._entry = entry
+        self._wide = wide
+        self._files: dict[str, caching.IndexDataCacheFile] = {}
+        self._writable_path: str | None | bool = False  # looked up on first use
+        self._enabled = True
+
+    # -- numba's interface
+    @property
+    def cache_path(self) -> str:
+        return self._writable() or ""
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def flush(self) -> None:
+        file = self._file(self._writable())
+        if file is not None:
+            file.flush()
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
+        if not self._enabled:
+            return None
         # A cached kernel needs only numba's runtime (NRT) to run; numba refreshes the whole
         # target context here (importing and installing every implementation registry it has),
         # which is needed only to compile: done on a miss, before numba compiles.
         rtsys.initialize(target_context)
-        try:
-            found = self._load_overload(sig, target_context)
-        except Exception as err:  # noqa: BLE001 - a truncated or garbage entry: compile again
-            _notice_once(
-                "read",
-                "avgpool: ignoring an unreadable compiled kernel in %s (%s); compiling it again",
-                self.cache_path,
-                type(err).__name__,
-            )
-            found = None
+        triple, cpu, features = target_context.codegen().magic_tuple()
+        found = self._load(self._writable(), sig, (triple, cpu, features), target_context)
+        if found is None and self._entry:
+            for level in shipped_levels():
+                found = self._load(
+                    str(PRECOMPILED / level), sig, (triple, level, self._features(level)), target_context
+                )
+                if found is not None:
+                    break
         if found is None:
             target_context.refresh()
         return found
 
-    def save_overload(self, sig: Any, data: Any) -> None:
+    def save_overload(self, sig: Any, cres: Any) -> None:
+        path = self._writable()
+        if path is None:
+            _notice_once(
+                "none",
+                "avgpool: no writable folder for compiled kernels (set NUMBA_CACHE_DIR to keep "
+                "them); each process compiles again what is not shipped precompiled",
+            )
+        if not self._enabled or path is None or cres.objectmode or cres.lifted or cres.library.has_dynamic_globals:
+            return  # nothing numba could cache either (avgpool's kernels have none of these)
+        if os.environ.get(BUILD_ENV) and (config.CPU_FEATURES or "") != self._features(config.CPU_NAME):
+            return  # a precompiling build keeps each kernel from the build with its own features
+        key = self._key(sig, cres.codegen.magic_tuple())
         try:
+            os.makedirs(path, exist_ok=True)
+            file = self._file(path)
             try:
-                self._save_overload(sig, data)
+                file.save(key, cres._reduce())
             except Exception:  # noqa: BLE001 - an unreadable index: start it again
-                self.flush()
-                self._save_overload(sig, data)
+                file.flush()
+                file.save(key, cres._reduce())
         except Exception as err:  # noqa: BLE001 - a cache that cannot be written only costs time
             _notice_once(
                 "write",
                 "avgpool: cannot write compiled kernels to %s (%s); later processes compile them again",
-                self.cache_path,
+                path,
                 err,
             )
 
+    def _features(self, level: str) -> str:
+        """The LLVM features this kernel is precompiled with at ``level``."""
+        return WIDE_FEATURES.get(level, "") if self._wide else ""
 
-class LazyCache(caching._Cache):
-    """A :class:`KernelCache` made on first use (numba's locators probe the file system: done at
-    import for every kernel, that would slow ``import avgpool``), or none where no folder is
-    writable (each process then compiles what it runs, with one notice)."""
+    # -- the tiers
+    def _writable(self) -> str | None:
+        if self._writable_path is False:
+            build = os.environ.get(BUILD_ENV)
+            if build and self._entry:
+                self._writable_path = os.path.join(build, config.CPU_NAME or "host")
+            else:
+                self._writable_path = _writable_cache_path(self._py_func, inspect.getfile(self._py_func))
+        return self._writable_path
 
-    def __init__(self, py_func: Any) -> None:
-        self._py_func = py_func
-        self._cache: caching._Cache | None = None
-        self._enabled = True
+    def _file(self, path: str | None) -> caching.IndexDataCacheFile | None:
+        if path is None:
+            return None
+        file = self._files.get(path)
+        if file is None:
+            source = inspect.getfile(self._py_func)
+            base = "%s.%s-%d.py%d%d%s" % (
+                os.path.splitext(os.path.basename(source))[0],
+                self._py_func.__qualname__,
+                self._py_func.__code__.co_firstlineno,
+                *sys.version_info[:2],
+                getattr(sys, "abiflags", ""),
+            )
+            file = self._files[path] = caching.IndexDataCacheFile(path, base, sources_stamp())
+        return file
 
-    def _real(self) -> caching._Cache:
-        if self._cache is None:
-            try:
-                self._cache = KernelCache(self._py_func)
-            except RuntimeError:  # numba: no locator can write
-                _notice_once(
-                    "none",
-                    "avgpool: no writable folder for compiled kernels (set NUMBA_CACHE_DIR to keep "
-                    "them); each process compiles again what it runs",
-                )
-                self._cache = caching.NullCache()
-            if not self._enabled:
-                self._cache.disable()
-        return self._cache
+    def _key(self, sig: Any, magic: tuple) -> tuple:
+        """numba's index key (caching.Cache._index_key) for ``magic``, the machine's identity."""
+        code = self._py_func.__code__.co_code
+        closure = self._py_func.__closure__
+        cells = serialize.dumps(tuple(c.cell_contents for c in closure)) if closure is not None else b""
+        return sig, magic, (hashlib.sha256(code).hexdigest(), hashlib.sha256(cells).hexdigest())
 
-    @property
-    def cache_path(self) -> str:
-        return getattr(self._real(), "cache_path", "")
-
-    def enable(self) -> None:
-        self._enabled = True
-        if self._cache is not None:
-            self._cache.enable()
-
-    def disable(self) -> None:
-        self._enabled = False
-        if self._cache is not None:
-            self._cache.disable()
-
-    def flush(self) -> None:
-        self._real().flush()
-
-    def load_overload(self, sig: Any, target_context: Any) -> Any:
-        return self._real().load_overload(sig, target_context) if self._enabled else None
-
-    def save_overload(self, sig: Any, data: Any) -> None:
-        if self._enabled:
-            self._real().save_overload(sig, data)
+    def _load(self, path: str | None, sig: Any, magic: tuple, target_context: Any) -> Any:
+        file = self._file(path) if path is not None and os.path.isdir(path) else None
+        if file is None:
+            return None
+        try:
+            data = file.load(self._key(sig, magic))
+            return None if data is None else loading.rebuild(target_context, *data)
+        except Exception as err:  # noqa: BLE001 - a truncated or garbage entry: compile again
+            _notice_once(
+                "read",
+                "avgpool: ignoring an unreadable compiled kernel in %s (%s); compiling it again",
+                path,
+                type(err).__name__,
+            )
+            return None
 
 
 def cache_location() -> str | None:
     """The folder compiled kernels are saved to in this process, or None if none is writable:
     every kernel module sits in this folder, so numba's locators give them all the one this
-    function's own file gets."""
+    function's own file gets (a precompiling build writes its entry kernels to BUILD_ENV)."""
+    build = os.environ.get(BUILD_ENV)
+    if build:
+        return os.path.join(build, config.CPU_NAME or "host")
     return _writable_cache_path(cache_location, inspect.getfile(cache_location))
 
 
 class _CompileLog(event.Listener):
     """Logs each compilation of an avgpool kernel that is not part of another one (the only
-    compilations that take a user's time: nested ones are inside them), at INFO: compiling on
-    first use is the normal course, not a problem to warn about."""
+    compilations that take a user's time: nested ones are inside them)."""
 
     def __init__(self) -> None:
         self._local = threading.local()
@@ -220,8 +321,8 @@ class _CompileLog(event.Listener):
         self._local.depth = depth + 1
         if depth == 0 and self._ours(ev):
             self._local.start = time.perf_counter()
-            LOG.info(
-                "avgpool: compiling %s for %s on this machine (first use; then cached in %s)",
+            LOG.warning(
+                "avgpool: compiling %s for %s on this machine (first use, up to a minute; then cached in %s)",
                 ev.data["dispatcher"].py_func.__name__,
                 _data_type(ev.data["args"]),
                 cache_location() or "no folder: set NUMBA_CACHE_DIR",

@@ -44,7 +44,7 @@ from numba.extending import overload
 
 from .columns import LENGTH, OFFSET, OUTPUTS, PASS_CLIPPED, PASS_KERNEL, PASS_LINE, PASS_PAD_BEGIN
 from .crew import call_native
-from .jit import COMPUTE, INLINED, JIT, ONE, ZERO, U, kernel
+from .jit import COMPUTE, INLINED, JIT, U, kernel
 from .vector_scan import LANES, window_blocks
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
@@ -985,7 +985,7 @@ def _pool_not_exact(fallback, x, out, item, t):
         raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
 
 
-@kernel(entry=True, **JIT)
+@kernel(entry=True, wide=True, **JIT)
 def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
     """Pool slabs ``start..stop`` of a float32 input: each group of ``sums_plan.group`` slabs
     exactly in int64 if its values allow (:func:`fixed_point_exponent`), else by
@@ -1048,7 +1048,7 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
                 bits,
                 out,
                 b,
-                ONE,
+                1,
                 slab_in,
                 slab_out,
                 axes,
@@ -1098,7 +1098,7 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
             boxed,
             dims,
             box,
-            ZERO,
+            0,
             n0,
         ):
             continue
@@ -1110,7 +1110,7 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
                 bits,
                 out,
                 s,
-                ONE,
+                1,
                 slab_in,
                 slab_out,
                 axes,
@@ -1129,7 +1129,7 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
                 boxed,
                 dims,
                 box,
-                ZERO,
+                0,
                 n0,
             ):
                 continue

@@ -15,11 +15,9 @@ negative-index wraparound test and LLVM vectorises the loop (3 to 5 times faster
 loop takes slices, because each numba slice costs two atomic reference-count updates (slices
 per row made a 28x28 pool four times slower than its arithmetic).
 
-Each way of pooling is its own entry kernel, a *family* (:func:`pool_slabs`, :func:`pool_planes`,
-:func:`pool_global`, :func:`pool_fused`; :func:`pool_slabs_16` widens float16/bfloat16 data for
-any of them), which the engine picks (:func:`avgpool.pools.slab_kernel`): a first call compiles
-only the family it runs, in seconds, and numba caches it on disk (:mod:`.jit`). Kernels validate
-nothing: the engine hands them consistent tables.
+Compiling costs a minute per dtype, so it happens lazily on first use, and the machine code is
+cached on disk or shipped precompiled (:mod:`.jit`). Kernels validate nothing: the engine hands
+them consistent tables.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .blocks import block_pass
-from .columns import BLOCK, DILATION, INNER_HI, INNER_LO, LENGTH, OFFSET, OUTPUTS, STRIDE
-from .crew import call_native
+from .columns import BLOCK, DILATION, FUSED, INNER_HI, INNER_LO, LENGTH, OFFSET, OUTPUTS, PLANE_PAD, STRIDE
 from .direct import direct_pass, strided_sums
 from .halfwidth import narrow, widen
 from .jit import COMPUTE, JIT, ONE, ZERO, U, kernel
@@ -401,50 +398,37 @@ def _global_slabs(x, out, start, stop, channels, scale, acc, parts):
 
 
 @kernel(entry=True, **JIT)
-def pool_planes(x, out, start, stop, t):
-    """Pool slabs ``start..stop`` of small planes with 3 x 3 "same" windows (or windows at stride
-    2, :mod:`.small_planes`) by the tables ``t`` (:class:`.arguments.SlabTables`)."""
-    pool_small_planes(x, out, start, stop, t.axes, t.plane_masks, t.plane_factors, np.empty(t.plane_sums))
-
-
-@kernel(entry=True, **JIT)
-def pool_global(x, out, start, stop, t):
-    """Pool items ``start..stop`` of windows that cover every axis: running sums of one slab's
-    channels (with ``t.parts > 1``, ranges of a slab's channels), :func:`_global_slabs`."""
-    _global_slabs(x, out, start, stop, t.channels, t.global_scale, np.empty(t.channels), t.parts)
-
-
-@kernel(entry=True, **JIT)
-def pool_fused(x, out, start, stop, t):
-    """Pool items ``start..stop`` of channels-last planes whose two passes run as one (three
-    columns' sums of one position's channels, :func:`_fused_rows`); with ``t.parts > 1`` each
-    item is a range of a slab's first-axis outputs."""
-    axes = t.axes
-    h = np.empty(3 * t.channels)
-    n0, parts = axes[0, OUTPUTS], t.parts
-    for item in range(start, stop):
-        part = item % parts
-        _fused_rows(
-            x,
-            out,
-            item // parts,
-            part * n0 // parts,
-            (part + 1) * n0 // parts,
-            axes,
-            t.firsts,
-            t.counts,
-            t.scales,
-            t.channels,
-            h,
-        )
-
-
-@kernel(entry=True, **JIT)
 def pool_slabs(x, out, start, stop, t):
     """Pool items ``start..stop`` (any thread: the GIL is released) by the tables ``t``
-    (:class:`.arguments.SlabTables`) in separable passes: slabs, or with ``t.parts > 1`` parts of
-    slabs (ranges of first-axis outputs, :func:`_pool_slabs`)."""
+    (:class:`.arguments.SlabTables`): slabs, or with ``t.parts > 1`` parts of slabs (ranges of
+    first-axis outputs, :func:`_pool_slabs` and :func:`_fused_rows`, or of channels,
+    :func:`_global_slabs`)."""
     axes = t.axes
+    if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
+        pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors, np.empty(t.plane_sums))
+        return
+    if t.global_scale > 0:  # running sums of one slab's channels only
+        _global_slabs(x, out, start, stop, t.channels, t.global_scale, np.empty(t.channels), t.parts)
+        return
+    if axes[0, FUSED] > 0:  # three columns' sums of one position's channels only
+        h = np.empty(3 * t.channels)
+        n0, parts = axes[0, OUTPUTS], t.parts
+        for item in range(start, stop):
+            part = item % parts
+            _fused_rows(
+                x,
+                out,
+                item // parts,
+                part * n0 // parts,
+                (part + 1) * n0 // parts,
+                axes,
+                t.firsts,
+                t.counts,
+                t.scales,
+                t.channels,
+                h,
+            )
+        return
     scratch = np.empty((2 * t.group + 3) * t.scratch_size)
     longest = 0
     for axis in range(axes.shape[0]):
@@ -471,11 +455,11 @@ def pool_slabs(x, out, start, stop, t):
 
 
 @kernel(**JIT)
-def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out, family):
+def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out):
     """Items ``start..stop`` of float16/bfloat16 bit patterns, each a part of a slab (a range of
     first-axis outputs, :func:`_pool_slabs`): only the input rows the part's windows read are
-    widened (at their place in a slab-sized buffer), pooled as that part of slab 0 by the entry
-    kernel at address ``family``, and its outputs rounded back."""
+    widened (at their place in a slab-sized buffer), pooled as that part of slab 0, and its
+    outputs rounded back."""
     axes, firsts, counts, parts = t.axes, t.firsts, t.counts, t.parts
     n0, t0, dil = axes[0, OUTPUTS], axes[0, OFFSET], axes[0, DILATION]
     row_in, row_out = slab_in // max(1, axes[0, LENGTH]), slab_out // max(1, n0)
@@ -491,38 +475,28 @@ def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out, famil
                 hi = max(hi, firsts[t0 + o] + (counts[t0 + o] - 1) * dil + 1)
         if hi > lo:
             widen(bits, b * slab_in + lo * row_in, b * slab_in + hi * row_in, bfloat16, wide_in[lo * row_in :])
-        _pool_widened(family, wide_in, wide_out, part, part + 1, t)
+        pool_slabs(wide_in, wide_out, part, part + 1, t)
         narrow(wide_out[r0 * row_out : r1 * row_out], out_bits, b * slab_out + r0 * row_out, bfloat16)
 
 
-@kernel(**JIT)
-def _pool_widened(family, wide_in, wide_out, start, stop, t):
-    """Items ``start..stop`` of widened float32 data by the entry kernel at address ``family``
-    (one of the float families, compiled for float32 input and float64 output): called through
-    its address, one compiled 16-bit kernel serves every family, and a call compiles only the
-    family it runs."""
-    if not call_native(family, wide_in, wide_out, start, stop, (t,)):
-        raise RuntimeError("a float family kernel failed on widened float16/bfloat16 data")
-
-
 @kernel(entry=True, **JIT)
-def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs, family):
+def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
-    ``block_slabs`` slabs are widened to float32, pooled in float64 by the tables ``t`` with the
-    family kernel at address ``family`` (:func:`_pool_widened`) and rounded once back; or, with
-    ``t.parts > 1``, items ``start..stop``, parts of slabs (:func:`_parts_16`)."""
+    ``block_slabs`` slabs are widened to float32, pooled in float64 by the tables ``t`` and
+    rounded once back; or, with ``t.parts > 1``, items ``start..stop``, parts of slabs
+    (:func:`_parts_16`)."""
     axes = t.axes
     slab_in, slab_out = t.channels, t.channels
     for axis in range(axes.shape[0]):
         slab_in *= axes[axis, LENGTH]
         slab_out *= axes[axis, OUTPUTS]
     if t.parts > 1:
-        _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out, family)
+        _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out)
         return
     wide_in = np.empty(block_slabs * slab_in, np.float32)
     wide_out = np.empty(block_slabs * slab_out, np.float64)
     for b in range(start, stop, block_slabs):
         n = min(block_slabs, stop - b)
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
-        _pool_widened(family, wide_in, wide_out, 0, n, t)
+        pool_slabs(wide_in, wide_out, 0, n, t)
         narrow(wide_out[: n * slab_out], out_bits, b * slab_out, bfloat16)
