@@ -31,34 +31,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import dask
 import dask.array as da
 import numpy as np
+from bench import source_state  # the commit measured, as every results file names it
 
 import avgpool
 import avgpool.dask
 
 SCALE = 2.0**24  # rng.random(dtype=float32) draws multiples of 2**-24 in [0, 1)
-
-
-def source_state() -> str:
-    """The git commit of the avgpool being measured, and whether its src/ has uncommitted changes."""
-    root = Path(avgpool.__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "not a git checkout"
-    return f"git {head}{' + uncommitted src/ changes' if dirty else ''}"
 
 
 def make_input(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:

@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     import dask
     import numpy as np
     import zarr
-    from bench_dask import source_state
+    from bench import source_state
 
     args.dir.mkdir(parents=True, exist_ok=True)
     nbytes = args.channels * args.size * args.size * 4
