@@ -18,24 +18,38 @@ import argparse
 import dataclasses
 import json
 import math
-import os
-import platform
-import statistics
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+import time  # noqa: F401 - tests/test_bench_harness.py patches bench.time.sleep
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import harness
 import numpy as np
+from harness import (
+    PAUSE_S,
+    Paired,
+    Runner,
+    calls_per_batch,
+    fmt_ratio,
+    fmt_time,
+    geomean,
+    markdown_table,
+    spread,
+    verdict,
+)
+
+# SLICES and source_state are here for other code: tests/test_bench_harness.py times through
+# bench.measure with bench.SLICES; source_state names the commit measured
+from harness import SLICES as SLICES
+from harness import source_state as source_state
+from model_nodes import model_nodes
 
 import avgpool
 
 HERE = Path(__file__).resolve().parent
 THREADS = 2  # threads per runtime: the reference machine has 2 cores
-PAUSE_S = 0.05  # onnxruntime's workers spin ~40 ms after a call, torch's ~10 ms
 MIB = 1 << 20
 LARGE_BYTES = 16 * MIB  # "large tensor" threshold of the copy-speed target (input bytes)
 PEERS = ("onnxruntime", "openvino", "torch")
@@ -91,10 +105,6 @@ def _same(k: int, rank: int = 2) -> dict[str, Any]:
 def node_workloads() -> tuple[list[Workload], list[str]]:
     """One row per distinct AveragePool/GlobalAveragePool call of onnx's light test models (read from
     the files now: benchmarks/model_nodes.py), and messages about what could not be read."""
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    from model_nodes import model_nodes
-
     nodes, messages = model_nodes()
     rows = []
     for n in nodes:
@@ -174,15 +184,7 @@ class Skip(Exception):
     """A peer that cannot run this workload (or is not installed); the message says why."""
 
 
-@dataclass
-class Runner:
-    name: str
-    call: Callable[[], object]  # one pooling call on preallocated buffers
-    result: Callable[[], np.ndarray]  # the last output, NCX layout (None for "copy")
-    note: str = ""
-    # buffers a runtime reads or writes through a raw pointer (OrtValue, ov.Tensor(shared_memory=True)
-    # do not own them): they must outlive the runner, or the runtime reads freed memory
-    keep: tuple = ()
+# A Runner's result() is its last output in NCX layout (None for "copy").
 
 
 def _import(module: str):
@@ -415,76 +417,12 @@ BUILDERS = {"onnxruntime": onnxruntime_runner, "openvino": openvino_runner, "tor
 # --------------------------------------------------------------------------------------------- #
 
 
-def calls_per_batch(call: Callable[[], object], budget_s: float) -> int:
-    """Warm up ``call`` and return how many calls make a batch of about ``budget_s`` seconds."""
-    call()  # first call: JIT, plan caches, memory first touch
-    n, elapsed = 1, 0.0
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call()
-        elapsed = time.perf_counter() - t0
-        if elapsed >= budget_s / 4 or n >= 1 << 20:
-            break
-        n *= 4
-    return max(1, math.ceil(budget_s / (elapsed / n)))
-
-
-#: How many slices a round's batch of each runner in a ``together`` group is cut into
-SLICES = 8
-
-
 def measure(
     runners: list[Runner], rounds: int, budget_s: float, together: Sequence[str] = ()
 ) -> dict[str, list[float]]:
-    """Per-call seconds for each runner, one sample per round; runners interleaved, order rotated.
-
-    The runners named in ``together`` (avgpool's own ways of making one call, whose ratios to
-    each other are a cost of a fraction of a microsecond) share one place in the rotation: their
-    batches are cut into :data:`SLICES` slices taken in turn, with no pause between (they have no
-    worker threads left spinning), so that the machine's drift reaches all of them alike. Timed
-    apart, each after its pause and another peer's batch, the function came out 1.35x the
-    prepared pool on a 29 us node (shufflenet node 1): 10 us more than its Python can cost."""
-    batches = {}
-    for r in runners:
-        time.sleep(PAUSE_S)
-        batches[r.name] = calls_per_batch(r.call, budget_s)
-    group = [r for r in runners if r.name in together]
-    slots: list[list[Runner]] = [[r] for r in runners if r.name not in together]
-    if group:
-        slots.insert(0, group)
-    samples: dict[str, list[float]] = {r.name: [] for r in runners}
-    for i in range(rounds):
-        for slot in slots[i % len(slots) :] + slots[: i % len(slots)]:
-            time.sleep(PAUSE_S)
-            if len(slot) == 1:
-                n, call = batches[slot[0].name], slot[0].call
-                t0 = time.perf_counter()
-                for _ in range(n):
-                    call()
-                samples[slot[0].name].append((time.perf_counter() - t0) / n)
-                continue
-            spent = dict.fromkeys((r.name for r in slot), 0.0)
-            calls = {r.name: max(1, batches[r.name] // SLICES) for r in slot}
-            for j in range(SLICES):
-                for r in slot if j % 2 == 0 else slot[::-1]:
-                    n, call = calls[r.name], r.call
-                    t0 = time.perf_counter()
-                    for _ in range(n):
-                        call()
-                    spent[r.name] += time.perf_counter() - t0
-            for name, seconds in spent.items():
-                samples[name].append(seconds / (calls[name] * SLICES))
-    return samples
-
-
-def paired_ratio(a: list[float], b: list[float]) -> float:
-    """The median over rounds of ``a``'s time / ``b``'s in the same round. This machine's speed
-    drifts by up to 1.5x for a second or two at a time, whatever runs (a serial 1x1024x7x7 7x7
-    pool: 8.5 us for most 20 ms batches, 12.3 for runs of several, alone in the process, on either
-    CPU); a round's batches take ~0.4 s, so a ratio within a round compares like with like, where
-    the ratio of two medians can pair a fast batch with a slow one."""
-    return statistics.median(x / y for x, y in zip(a, b))
+    """:func:`harness.measure` with this module's :data:`PAUSE_S` and :func:`calls_per_batch`
+    (the names tests/test_bench_harness.py replaces)."""
+    return harness.measure(runners, rounds, budget_s, together, pause_s=PAUSE_S, calibrate=calls_per_batch)
 
 
 def check_outputs(w: Workload, runners: list[Runner]) -> list[str]:
@@ -517,7 +455,10 @@ def check_outputs(w: Workload, runners: list[Runner]) -> list[str]:
 
 
 @dataclass
-class Result:
+class Result(Paired):
+    """One workload's times; ratios pair the two times of each round (:class:`harness.Paired`)."""
+
+    peers: ClassVar[tuple[str, ...]] = PEERS
     workload: Workload
     times: dict[str, float]  # median seconds per call
     samples: dict[str, list[float]]
@@ -526,34 +467,24 @@ class Result:
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def best_peer(self) -> str | None:
-        peers = [p for p in PEERS if p in self.times]
-        return min(peers, key=self.times.__getitem__) if peers else None
-
-    def paired(self, name: str, over: str) -> float:
-        """``name``'s time / ``over``'s, each round's batches paired (:func:`paired_ratio`)."""
-        return paired_ratio(self.samples[name], self.samples[over])
-
-    @property
     def ratio(self) -> float | None:
-        best = self.best_peer
-        return self.paired("avgpool", best) if best else None
+        """The prepared pool's time / the fastest peer's."""
+        return self.over_fastest("avgpool")
 
     @property
     def fn_ratio(self) -> float | None:
         """The plain function's time / the fastest peer's."""
-        best = self.best_peer
-        return self.paired(FUNCTION, best) if best and FUNCTION in self.times else None
+        return self.over_fastest(FUNCTION)
 
     @property
     def fn_over_prepared(self) -> float | None:
         """The plain function's time / the prepared pool's (1.10 = 10% slower)."""
-        return self.paired(FUNCTION, "avgpool") if FUNCTION in self.times else None
+        return self.paired(FUNCTION, "avgpool")
 
     @property
     def literal_over_prepared(self) -> float | None:
         """The function called with literal lists: its time / the prepared pool's."""
-        return self.paired(LITERAL, "avgpool") if LITERAL in self.times else None
+        return self.paired(LITERAL, "avgpool")
 
     @property
     def copy_share(self) -> float:
@@ -578,7 +509,7 @@ def run_workload(w: Workload, peers: list[str], rounds: int, budget_s: float) ->
     runners.append(copy_runner(w, x, out_ncx))
     warnings = check_outputs(w, runners)
     samples = measure(runners, rounds, budget_s, together=("avgpool", FUNCTION, LITERAL))
-    times = {name: statistics.median(s) for name, s in samples.items()}
+    times = harness.medians(samples)
     notes = {r.name: r.note for r in runners if r.note}
     return Result(w, times, samples, notes, skipped, warnings)
 
@@ -586,20 +517,6 @@ def run_workload(w: Workload, peers: list[str], rounds: int, budget_s: float) ->
 # --------------------------------------------------------------------------------------------- #
 # Report
 # --------------------------------------------------------------------------------------------- #
-
-
-def fmt_time(s: float | None) -> str:
-    if s is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale:
-            break
-    v = s / scale
-    return f"{v:.3g} {unit}" if v >= 10 else f"{v:.2f} {unit}"
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.2f}"
 
 
 # "avgpool" is the prepared pool with out=, "function" avgpool.average_pool(x, **attrs, out=out);
@@ -629,7 +546,7 @@ def row(res: Result) -> list[str]:
         fmt_ratio(res.fn_over_prepared),
         fmt_ratio(res.literal_over_prepared),
         *(fmt_time(t.get(p)) for p in PEERS),
-        res.best_peer or "-",
+        res.fastest or "-",
         fmt_ratio(res.ratio),
         fmt_ratio(res.fn_ratio),
         fmt_time(t["copy"]),
@@ -638,18 +555,13 @@ def row(res: Result) -> list[str]:
 
 
 def print_header() -> None:
-    print(f"{COLUMNS[0]:<{NAME_WIDTH}}" + "".join(f"{c:>12}" for c in COLUMNS[1:]))
+    print(harness.console_row(COLUMNS, NAME_WIDTH, 12))
 
 
 def print_row(res: Result) -> None:
-    cells = row(res)
-    print(f"{cells[0]:<{NAME_WIDTH}}" + "".join(f"{c:>12}" for c in cells[1:]), flush=True)
+    print(harness.console_row(row(res), NAME_WIDTH, 12), flush=True)
     for msg in res.warnings:
         print(f"    WARNING {msg}", flush=True)
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
 
 
 def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
@@ -663,7 +575,10 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
 
     def target(key: str, ok: bool | None, text: str) -> None:
         summary["targets"][key] = ok
-        lines.append(f"{'PASS' if ok else 'FAIL' if ok is not None else 'n/a '}  {text}")
+        lines.append(verdict(ok, text))
+
+    def name(r: Result) -> str:
+        return r.workload.name
 
     if table:
         g = geomean([r.ratio for r in table])
@@ -683,56 +598,47 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
     present = {r.workload.group for r in every}
     for kind, label in (("prepared", "prepared pool"), ("function", "function     ")):
         summary[kind] = {}
+        value = (lambda r: r.ratio) if kind == "prepared" else (lambda r: r.fn_ratio)
         for group, text in groups:
-            rows_ = [r for r in every if group is None or r.workload.group == group]
-            value = (lambda r: r.ratio) if kind == "prepared" else (lambda r: r.fn_ratio)
-            rows_ = [r for r in rows_ if value(r) is not None]
-            if not rows_:
+            s = spread((r for r in every if group is None or r.workload.group == group), value)
+            if s is None:
                 continue
-            quiet = group is None and len(present) == 1  # "all" repeats the only group: no line
-            worst_row = max(rows_, key=value)
-            gm = geomean([value(r) for r in rows_])
             summary[kind][group or "all"] = {
-                "rows": len(rows_),
-                "geomean": gm,
-                "worst": value(worst_row),
-                "worst_row": worst_row.workload.name,
+                "rows": len(s.rows),
+                "geomean": s.geomean,
+                "worst": s.worst,
+                "worst_row": name(s.worst_row),
             }
-            if not quiet:
-                lines.append(
-                    f"{label} / fastest peer, {len(rows_):>2} {text:<18}: geometric mean {gm:.2f}, "
-                    f"worst {value(worst_row):.2f} ({worst_row.workload.name})"
-                )
+            if not (group is None and len(present) == 1):  # "all" repeats the only group: no line
+                lines.append(f"{label} / fastest peer, {len(s.rows):>2} {text:<18}: {s.text(name)}")
     # each way of calling the function against the prepared pool: same objects, literal lists
     calls = (
         ("fn_over_prepared", "function", "function / prepared"),
         ("literal_over_prepared", "literal", "function, literal lists / prepared"),
     )
     for key, _, text in calls:
-        paired = [r for r in results if getattr(r, key) is not None]
-        if not paired:
+        s = spread(results, lambda r: getattr(r, key))
+        if s is None:
             continue
-        nodes = [r for r in paired if r.workload.group == "node"]
-        slow = [r for r in paired if getattr(r, key) > 1.10]
-        worst_fp = max(paired, key=lambda r: getattr(r, key))
-        worst_node = max(nodes, key=lambda r: getattr(r, key), default=None)
+        nodes = spread((r for r in s.rows if r.workload.group == "node"), lambda r: getattr(r, key))
+        n_nodes = 0 if nodes is None else len(nodes.rows)
+        slow = s.over(1.10)
         summary[key] = {
-            "geomean": geomean([getattr(r, key) for r in paired]),
-            "worst": getattr(worst_fp, key),
-            "worst_row": worst_fp.workload.name,
-            "rows": len(paired),
-            "within_10pct": len(paired) - len(slow),
-            "over_10pct": [r.workload.name for r in slow],
-            "nodes": len(nodes),
-            "nodes_within_10pct": sum(getattr(r, key) <= 1.10 for r in nodes),
-            "worst_node": None if worst_node is None else getattr(worst_node, key),
-            "worst_node_row": None if worst_node is None else worst_node.workload.name,
+            "geomean": s.geomean,
+            "worst": s.worst,
+            "worst_row": name(s.worst_row),
+            "rows": len(s.rows),
+            "within_10pct": len(s.rows) - len(slow),
+            "over_10pct": [name(r) for r in slow],
+            "nodes": n_nodes,
+            "nodes_within_10pct": n_nodes - (0 if nodes is None else len(nodes.over(1.10))),
+            "worst_node": None if nodes is None else nodes.worst,
+            "worst_node_row": None if nodes is None else name(nodes.worst_row),
         }
         lines.append(
-            f"{text}: geometric mean {summary[key]['geomean']:.2f} over {len(paired)} rows, worst "
-            f"{getattr(worst_fp, key):.2f} ({worst_fp.workload.name}); within 10%: "
-            f"{len(paired) - len(slow)}/{len(paired)} rows"
-            + (f", {summary[key]['nodes_within_10pct']}/{len(nodes)} model nodes" if nodes else "")
+            f"{text}: geometric mean {s.geomean:.2f} over {len(s.rows)} rows, worst "
+            f"{s.worst:.2f} ({name(s.worst_row)}); within 10%: {len(s.rows) - len(slow)}/{len(s.rows)} rows"
+            + (f", {summary[key]['nodes_within_10pct']}/{n_nodes} model nodes" if nodes else "")
         )
 
     series = {r.workload.attrs["kernel_shape"][0]: r for r in results if r.workload.group == "scaling"}
@@ -825,20 +731,8 @@ def summarize(results: list[Result]) -> tuple[list[str], dict[str, Any]]:
 
 
 def environment() -> dict[str, Any]:
-    env = {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "threads_per_runtime": THREADS,
-        "numpy": np.__version__,
-        "avgpool": avgpool.__version__,
-    }
-    for module in ("onnxruntime", "openvino", "torch", "numba"):
-        try:
-            env[module] = __import__(module).__version__
-        except Exception:  # noqa: BLE001 - a missing peer is reported per workload
-            env[module] = None
-    return env
+    """The versions, CPUs and threads the run reports (the markdown's first line, the JSON)."""
+    return harness.environment(THREADS, ("onnxruntime", "openvino", "torch", "numba"))
 
 
 def markdown_text(results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> str:
@@ -852,10 +746,8 @@ def markdown_text(results: list[Result], summary_lines: list[str], env: dict[str
             "each the median over rounds of the two times in one round; copy share = copy time / avgpool time."
         ),
         "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
+        *markdown_table(COLUMNS, (row(r) for r in results)),
     ]
-    lines += ["| " + " | ".join(row(r)) + " |" for r in results]
     lines += ["", "```", *summary_lines, "```", ""]
     return "\n".join(lines)
 
@@ -865,47 +757,16 @@ def short_markdown_text(results: list[Result]) -> str:
     short = [r for r in results if r.workload.group == "table"]
     short += [r for r in results if r.workload.name in ("kernel scaling k1", "kernel scaling k31")]
     columns = ["workload", "avgpool", *PEERS, "ratio"]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += [
-        "| "
-        + " | ".join(
-            [r.workload.name, fmt_time(r.times["avgpool"]), *(fmt_time(r.times.get(p)) for p in PEERS)]
-            + [fmt_ratio(r.ratio)]
-        )
-        + " |"
-        for r in short
-    ]
+    cells = ([r.workload.name, fmt_time(r.times["avgpool"]), *(fmt_time(r.times.get(p)) for p in PEERS)] for r in short)
+    lines = markdown_table(columns, (c + [fmt_ratio(r.ratio)] for c, r in zip(cells, short)))
     ratios = [r.ratio for r in short if r.workload.group == "table" and r.ratio is not None]
     if ratios:
-        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        lines += ["", f"Geometric mean of the ratios over the {len(ratios)} workload rows: {geomean:.2f}."]
+        lines += ["", f"Geometric mean of the ratios over the {len(ratios)} workload rows: {geomean(ratios):.2f}."]
     return "\n".join(lines) + "\n"
 
 
 def write_markdown(path: Path, results: list[Result], summary_lines: list[str], env: dict[str, Any]) -> None:
     path.write_text(markdown_text(results, summary_lines, env))
-
-
-def source_state() -> str:
-    """The git commit of the avgpool being measured, and whether its src/ has uncommitted changes."""
-    root = Path(avgpool.__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "src"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "not a git checkout"
-    return f"git {head}{' + uncommitted src/ changes' if dirty else ''}"
-
-
-def write_results(path: Path, text: str, script: str, settings: str) -> None:
-    """The results file the documentation embeds (docs/performance.md): what was run on what, then ``text``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    head = f"Written by `benchmarks/{script}` ({settings}) on avgpool {source_state()}.\n\n"
-    path.write_text(head + text)
 
 
 def write_json(path: Path, results: list[Result], summary: dict[str, Any], env: dict[str, Any], args) -> None:
@@ -918,7 +779,7 @@ def write_json(path: Path, results: list[Result], summary: dict[str, Any], env: 
                 "workload": dataclasses.asdict(r.workload),
                 "median_s": r.times,
                 "samples_s": r.samples,
-                "best_peer": r.best_peer,
+                "best_peer": r.fastest,
                 "ratio": r.ratio,
                 "fn_ratio": r.fn_ratio,
                 "fn_over_prepared": r.fn_over_prepared,
@@ -1010,7 +871,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown peers {sorted(unknown)}; choose from {', '.join(PEERS)}", file=sys.stderr)
         return 2
     messages: list[str] = []
-    selected = [w for w in workloads(messages) if not args.only or args.only.lower() in w.name.lower()]
+    selected = harness.select(workloads(messages), args.only)
 
     if not selected:
         for msg in messages:
@@ -1018,7 +879,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no workload name contains {args.only!r}", file=sys.stderr)
         return 2
     env = environment()
-    print("avgpool benchmark: " + ", ".join(f"{k} {v}" for k, v in env.items()))
+    print(f"avgpool benchmark: {harness.describe(env)}; avgpool {source_state()}")
     for msg in messages:
         print(f"NOTE: {msg}")
     print(
@@ -1029,12 +890,7 @@ def main(argv: list[str] | None = None) -> int:
         "fn/prep = function / avgpool (ratios: the median over rounds of the two times in one round); "
         "copy share = copy time / avgpool time\n"
     )
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if load > 0.5:
-        print(
-            f"WARNING: load average {load:.1f} before starting: other processes share the cores, so expect "
-            "noisy times (multi-threaded runtimes stall for milliseconds when a core is taken)\n"
-        )
+    harness.warn_if_loaded(end="\n\n")
     print_header()
     results, skipped_once, failed = [], set(), []
     for w in selected:
@@ -1077,9 +933,9 @@ def main(argv: list[str] | None = None) -> int:
         write_markdown(args.markdown, results, summary_lines, env)
         print(f"\nwrote {args.markdown}")
     if not args.only and peers == list(PEERS):
-        settings = f"{args.rounds} rounds, batches >= {args.batch_ms:g} ms" + (", --quick" if args.quick else "")
-        write_results(RESULTS, markdown_text(results, summary_lines, env), Path(__file__).name, settings)
-        write_results(SHORT_RESULTS, short_markdown_text(results), Path(__file__).name, settings)
+        settings = harness.run_settings(args.rounds, args.batch_ms, args.quick)
+        harness.write_results(RESULTS, markdown_text(results, summary_lines, env), Path(__file__).name, settings)
+        harness.write_results(SHORT_RESULTS, short_markdown_text(results), Path(__file__).name, settings)
         print(f"wrote {RESULTS.relative_to(HERE.parent)} and {SHORT_RESULTS.relative_to(HERE.parent)}")
     if args.json:
         write_json(args.json, results, summary, env, args)

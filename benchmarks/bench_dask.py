@@ -17,27 +17,25 @@ Cases, float32 NCHW, numpy-backed ``da.from_array`` (no I/O), threaded scheduler
 
 Each timing is the graph's construction and its computation into a preallocated numpy array
 (``da.store``), the median of ``--repeats`` runs after one untimed warm-up run (whose result is
-checked); the two libraries alternate run by run, and the ratio is the median of the run-by-run
-ratios (robust to the machine's speed drifting). Both results are compared with a float64
-reference computed from exact integer sums (``rng.random`` float32 values are multiples of
-2**-24, so the window sums are exact in int64): the error is ``|result - reference|`` in units
-of the float32 ulp at the reference (a correctly rounded result is within 0.5). The table's
-last columns count the values where the two results differ and their largest distance in ulp
-steps (between the two float32 values).
+checked); the two libraries alternate run by run (``harness.alternate``), and the ratio is the
+median of the run-by-run ratios (``harness.paired_ratio``: robust to the machine's speed
+drifting). Both results are compared with a float64 reference computed from exact integer sums
+(``rng.random`` float32 values are multiples of 2**-24, so the window sums are exact in int64):
+the error is ``|result - reference|`` in units of the float32 ulp at the reference (a correctly
+rounded result is within 0.5). The table's last columns count the values where the two results
+differ and their largest distance in ulp steps (between the two float32 values).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
-import time
 
 import dask
 import dask.array as da
+import harness
 import numpy as np
-from bench import source_state  # the commit measured, as every results file names it
+from harness import Runner, markdown_table
 
 import avgpool
 import avgpool.dask
@@ -95,22 +93,21 @@ def ulp_steps(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
 
 
 def run_case(name: str, ours, peer, ref: np.ndarray, repeats: int) -> dict:
+    """Time ``ours`` and ``peer`` (each builds a graph), every timed run a graph built and stored."""
     a = np.empty(ref.shape, np.float32)
     b = np.empty(ref.shape, np.float32)
-    # interleaved: ours, peer, ours, peer ... (each after its own warm-up)
-    da.store(ours(), a, lock=False)
-    da.store(peer(), b, lock=False)
-    ta, tb = [], []
-    for _ in range(repeats):
-        ta.append(_once(ours, a))
-        tb.append(_once(peer, b))
-    ours_s, peer_s = statistics.median(ta), statistics.median(tb)
+    runners = [
+        Runner("ours", lambda: da.store(ours(), a, lock=False), lambda: a),
+        Runner("peer", lambda: da.store(peer(), b, lock=False), lambda: b),
+    ]
+    samples = harness.alternate(runners, repeats)  # ours, peer, ours, peer ... after a warm-up of each
+    times = harness.medians(samples)
     differ, steps = ulp_steps(a, b)
     return {
         "case": name,
-        "ours": ours_s,
-        "peer": peer_s,
-        "ratio": statistics.median(x / y for x, y in zip(ta, tb)),
+        "ours": times["ours"],
+        "peer": times["peer"],
+        "ratio": harness.paired_ratio(samples["ours"], samples["peer"]),
         "ours_err": ulp_error(a, ref),
         "peer_err": ulp_error(b, ref),
         "ours_not_rounded": int(np.count_nonzero(a != ref.astype(np.float32))),
@@ -119,12 +116,6 @@ def run_case(name: str, ours, peer, ref: np.ndarray, repeats: int) -> dict:
         "total": a.size,
         "steps": steps,
     }
-
-
-def _once(build, out: np.ndarray) -> float:
-    t0 = time.perf_counter()
-    da.store(build(), out, lock=False)
-    return time.perf_counter() - t0
 
 
 def explain(x: np.ndarray) -> list[str]:
@@ -179,18 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [((1, 2, 1024, 1024), 256), ((1, 2, 256, 256), 64)]
     else:
         sizes = [((1, 8, 4096, 4096), 1024), ((1, 8, 1024, 1024), 256)]
-    import platform
-    from importlib.metadata import version
-
-    import scipy
-
+    env = harness.environment(None, ("dask", "xarray", "dask_image", "scipy"))
     print(
-        f"# python {platform.python_version()}, numpy {np.__version__}, dask {dask.__version__}, "
-        f"xarray {xr.__version__}, dask-image {version('dask-image')}, scipy {scipy.__version__}, "
-        f"avgpool {getattr(avgpool, '__version__', '?')} ({source_state()}); "
-        f"{os.cpu_count()} CPUs, threaded scheduler; "
-        f"median of {args.repeats}; load average {os.getloadavg()[0]:.2f}"
+        f"# {harness.describe(env)}; avgpool {harness.source_state()}; threaded scheduler; "
+        f"median of {args.repeats}; load average {harness.load_average():.2f}"
     )
+    harness.warn_if_loaded()
     rows = []
     with dask.config.set(scheduler="threads"):
         for shape, chunk in sizes:
@@ -227,24 +212,43 @@ def main(argv: list[str] | None = None) -> int:
         notes = explain(make_input((1, 1, 256, 256), seed=1))
 
     print()
-    print(
-        "| case | avgpool s | peer s | avgpool/peer (median of pairs) | avgpool max err (ulp) | peer max err (ulp) "
-        "| avgpool not correctly rounded | peer not correctly rounded | values differing | max ulp steps apart |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['case']} | {r['ours']:.3f} | {r['peer']:.3f} | {r['ratio']:.2f} | {r['ours_err']:.3f} "
-            f"| {r['peer_err']:.3f} | {r['ours_not_rounded']} | {r['peer_not_rounded']} "
-            f"| {r['differ']} of {r['total']} ({100 * r['differ'] / r['total']:.1f}%) | {r['steps']} |"
-        )
+    print("\n".join(markdown_table(COLUMNS, map(_cells, rows))))
     print()
     for label in dict.fromkeys(r["case"].split()[0] for r in rows):
         ratios = [r["ratio"] for r in rows if r["case"].split()[0] == label]
-        print(f"{label}: geometric mean avgpool/peer {float(np.exp(np.mean(np.log(ratios)))):.2f}")
-    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+        print(f"{label}: geometric mean avgpool/peer {harness.geomean(ratios):.2f}")
+    print(f"load average at the end: {harness.load_average():.2f}")
     print("\n".join(["", "How the peers compute (checked on one 256x256 plane):"] + ["- " + s for s in notes]))
     return 0
+
+
+COLUMNS = (
+    "case",
+    "avgpool s",
+    "peer s",
+    "avgpool/peer (median of pairs)",
+    "avgpool max err (ulp)",
+    "peer max err (ulp)",
+    "avgpool not correctly rounded",
+    "peer not correctly rounded",
+    "values differing",
+    "max ulp steps apart",
+)
+
+
+def _cells(r: dict) -> list[str]:
+    return [
+        r["case"],
+        f"{r['ours']:.3f}",
+        f"{r['peer']:.3f}",
+        f"{r['ratio']:.2f}",
+        f"{r['ours_err']:.3f}",
+        f"{r['peer_err']:.3f}",
+        str(r["ours_not_rounded"]),
+        str(r["peer_not_rounded"]),
+        f"{r['differ']} of {r['total']} ({100 * r['differ'] / r['total']:.1f}%)",
+        str(r["steps"]),
+    ]
 
 
 def _row(r: dict) -> str:

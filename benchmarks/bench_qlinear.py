@@ -33,10 +33,10 @@ Columns (median seconds per call; 2 threads per runtime):
               call; its output keeps the input's scale, so it does no requantization to y_scale).
   fn/prep     function / prepared; ratio = prepared / fastest peer; fn ratio = function / fastest
               peer (< 1: avgpool is faster). Each ratio is the median over the rounds of the two
-              times in one round (bench.paired_ratio: the machine's speed drifts for seconds).
+              times in one round (harness.paired_ratio: the machine's speed drifts for seconds).
 
 Peers are interleaved, the order rotated each round, with a 50 ms pause before each batch
-(bench.measure). Both avgpool outputs are checked bit for bit against onnxruntime's on every row
+(harness.measure). Both avgpool outputs are checked bit for bit against onnxruntime's on every row
 (exit status 1 on any difference); torch uses integer arithmetic of its own, so only its largest
 difference is shown (after requantizing its output to y_scale/y_zero_point in numpy). The summary
 gives, per layout and for both, the geometric mean and worst of prepared / fastest peer and
@@ -49,15 +49,15 @@ every model node (and every row).
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import harness
 import numpy as np
-from bench import Runner, measure, paired_ratio, write_results  # one timing method for every benchmark
+from harness import Paired, Runner, fmt_ratio, markdown_table, spread, verdict
+from model_nodes import model_nodes
 
 import avgpool
 from avgpool import qlinear as _qlinear
@@ -98,10 +98,6 @@ WORKLOADS = [
 
 def node_workloads() -> tuple[list[Workload], list[str]]:
     """One row per distinct pooling call of onnx's light test models (model_nodes.model_nodes())."""
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    from model_nodes import model_nodes
-
     nodes, messages = model_nodes()
     rows = []
     for n in nodes:
@@ -295,7 +291,10 @@ def torch_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, .
 
 
 @dataclass
-class Row:
+class Row(Paired):
+    """One workload in one layout; ratios pair the two times of each round (:class:`harness.Paired`)."""
+
+    peers: ClassVar[tuple[str, ...]] = PEERS
     workload: Workload
     layout: str
     times: dict[str, float]  # median seconds per call
@@ -308,30 +307,19 @@ class Row:
         return f"{self.workload.name} [{self.layout}]"
 
     @property
-    def fastest(self) -> str | None:
-        peers = {k: v for k, v in self.times.items() if k in PEERS}
-        return min(peers, key=peers.get) if peers else None
-
-    def ratio(self, kind: str) -> float | None:
-        """``kind``'s time / the fastest peer's, paired by round (:func:`bench.paired_ratio`)."""
-        f = self.fastest
-        return None if f is None else paired_ratio(self.samples[kind], self.samples[f])
+    def fn_over_prepared(self) -> float | None:
+        return self.paired("function", "prepared")
 
     @property
-    def fn_over_prepared(self) -> float:
-        return paired_ratio(self.samples["function"], self.samples["prepared"])
-
-    @property
-    def literal_over_prepared(self) -> float:
-        return paired_ratio(self.samples["literal"], self.samples["prepared"])
+    def literal_over_prepared(self) -> float | None:
+        return self.paired("literal", "prepared")
 
 
-def fmt(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.1f} us"
+def _label(row: Row) -> str:
+    return row.label
+
+
+fmt = harness.fmt_time_fixed
 
 
 def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budget: float) -> Row:
@@ -380,8 +368,8 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
         row.exact = False
     if w.note:
         row.notes.append(w.note)
-    row.samples = measure(runners, rounds, budget, together=("prepared", "function", "literal", "engine"))
-    row.times = {name: statistics.median(s) for name, s in row.samples.items()}
+    row.samples = harness.measure(runners, rounds, budget, together=("prepared", "function", "literal", "engine"))
+    row.times = harness.medians(row.samples)
     return row
 
 
@@ -402,7 +390,6 @@ HEADER = (
 
 def cells(row: Row) -> list[str]:
     t = row.times
-    r, fr = row.ratio("prepared"), row.ratio("function")
     return [
         row.label,
         fmt(t.get("prepared")),
@@ -410,20 +397,16 @@ def cells(row: Row) -> list[str]:
         fmt(t.get("engine")),
         fmt(t.get("onnxruntime")),
         fmt(t.get("torch")),
-        f"{row.fn_over_prepared:.2f}",
-        f"{row.literal_over_prepared:.2f}",
+        fmt_ratio(row.fn_over_prepared),
+        fmt_ratio(row.literal_over_prepared),
         row.fastest or "-",
-        "-" if r is None else f"{r:.2f}",
-        "-" if fr is None else f"{fr:.2f}",
+        fmt_ratio(row.over_fastest("prepared")),
+        fmt_ratio(row.over_fastest("function")),
     ]
 
 
 def print_line(values: list[str], width: int) -> None:
-    print(f"{values[0]:<{width}} " + " ".join(f"{v:>11}" for v in values[1:]), flush=True)
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
+    print(harness.console_row(values, width, 11, " "), flush=True)
 
 
 def summarize(rows: list[Row]) -> tuple[list[str], bool]:
@@ -433,7 +416,7 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
     def target(passed: bool | None, text: str) -> None:
         nonlocal ok
         ok = ok and passed is not False
-        lines.append(f"{'PASS' if passed else 'FAIL' if passed is not None else 'n/a '}  {text}")
+        lines.append(verdict(passed, text))
 
     layouts = (
         ("channels-first (NCHW)", ("NCHW",)),
@@ -444,24 +427,18 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
     present = {r.workload.group for r in rows}
     if len(present) == 1:  # "rows in all" would repeat the only group
         groups = tuple(g for g in groups if g[0] is not None)
-    stats: dict[tuple, tuple] = {}
-    for kind, label in (("prepared", "prepared"), ("function", "function")):
+    stats: dict[tuple, harness.Spread] = {}
+    for kind in ("prepared", "function"):
         for group, gtext in groups:
             for ltext, lays in layouts:
-                sel = [
-                    r
-                    for r in rows
-                    if r.layout in lays and (group is None or r.workload.group == group) and r.ratio(kind) is not None
-                ]
-                if not sel:
+                sel = (r for r in rows if r.layout in lays and (group is None or r.workload.group == group))
+                s = spread(sel, lambda r: r.over_fastest(kind))
+                if s is None:
                     continue
-                worst = max(sel, key=lambda r: r.ratio(kind))
-                gm = geomean([r.ratio(kind) for r in sel])
-                above = sum(r.ratio(kind) > 1.0 for r in sel)
-                stats[(kind, group, lays)] = (gm, worst, above, len(sel))
+                stats[(kind, group, lays)] = s
                 lines.append(
-                    f"{label} / fastest peer, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
-                    f"{gm:.2f}, worst {worst.ratio(kind):.2f} ({worst.label}); {above} above 1.0"
+                    f"{kind} / fastest peer, {len(s.rows):>2} {gtext:<15} {ltext:<21}: {s.text(_label)}; "
+                    f"{len(s.over(1.0))} above 1.0"
                 )
         lines.append("")
     # each way of calling the function against the prepared pool: same objects, literal lists
@@ -471,15 +448,13 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
             if group is None and present == {"node"}:
                 continue
             for ltext, lays in layouts:
-                sel = [r for r in rows if r.layout in lays and (group is None or r.workload.group == group)]
-                if not sel:
+                sel = (r for r in rows if r.layout in lays and (group is None or r.workload.group == group))
+                s = spread(sel, lambda r: getattr(r, key))
+                if s is None:
                     continue
-                worst = max(sel, key=lambda r: getattr(r, key))
-                within = sum(getattr(r, key) <= 1.10 for r in sel)
                 lines.append(
-                    f"{ktext}, {len(sel):>2} {gtext:<15} {ltext:<21}: geometric mean "
-                    f"{geomean([getattr(r, key) for r in sel]):.2f}, worst {getattr(worst, key):.2f} "
-                    f"({worst.label}); within 10%: {within}/{len(sel)}"
+                    f"{ktext}, {len(s.rows):>2} {gtext:<15} {ltext:<21}: {s.text(_label)}; "
+                    f"within 10%: {len(s.rows) - len(s.over(1.10))}/{len(s.rows)}"
                 )
     lines.append("")
     checked = [r for r in rows if r.exact is not None]
@@ -493,25 +468,27 @@ def summarize(rows: list[Row]) -> tuple[list[str], bool]:
     both = ("NCHW", "NHWC")
     for key, ktext in calls:
         for sel_group, text in (("node", "every model node"), (None, "every row")):
-            sel = [r for r in rows if sel_group is None or r.workload.group == sel_group]
-            worst = max(sel, key=lambda r: getattr(r, key), default=None)
-            within = sum(getattr(r, key) <= 1.10 for r in sel)
+            s = spread(
+                (r for r in rows if sel_group is None or r.workload.group == sel_group), lambda r: getattr(r, key)
+            )
+            within = 0 if s is None else len(s.rows) - len(s.over(1.10))
             target(
-                None if not sel else within == len(sel),
+                None if s is None else within == len(s.rows),
                 f"{ktext} within 10% on {text}"
-                + (f" ({within}/{len(sel)}; worst {getattr(worst, key):.2f} on {worst.label})" if sel else ""),
+                + ("" if s is None else f" ({within}/{len(s.rows)}; worst {s.worst:.2f} on {s.worst_row.label})"),
             )
     for kind in ("prepared", "function"):
         s = stats.get((kind, "node", both))
         target(
-            None if s is None else s[0] <= 0.6,
-            f"model nodes, {kind}: geometric mean of the ratios <= 0.6" + ("" if s is None else f" ({s[0]:.2f})"),
+            None if s is None else s.geomean <= 0.6,
+            f"model nodes, {kind}: geometric mean of the ratios <= 0.6" + ("" if s is None else f" ({s.geomean:.2f})"),
         )
         s = stats.get((kind, None, both)) or stats.get((kind, next(iter(present), None), both))
+        above = None if s is None else len(s.over(1.0))
         target(
-            None if s is None else s[2] == 0,
+            None if s is None else above == 0,
             f"{kind}: no row above 1.0 the fastest peer"
-            + ("" if s is None else f" ({s[2]} of {s[3]} rows; worst {s[1].ratio(kind):.2f} on {s[1].label})"),
+            + ("" if s is None else f" ({above} of {len(s.rows)} rows; worst {s.worst:.2f} on {s.worst_row.label})"),
         )
     return lines, not differ
 
@@ -525,9 +502,7 @@ def markdown_text(rows: list[Row], lines: list[str]) -> str:
         "fastest peer, fn ratio = function / fastest peer, fn/prep = function / prepared, lit/prep = the function "
         "with lists written in the call / prepared (ratios: the median over rounds of the two times in one round).",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
-        *("| " + " | ".join(cells(r)) + " |" for r in rows),
+        *markdown_table(HEADER, (cells(r) for r in rows)),
         "",
         "```",
         *lines,
@@ -552,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     import numba
 
     nodes, messages = node_workloads()
-    selected = [w for w in (*WORKLOADS, *nodes) if args.only.lower() in w.name.lower()]
+    selected = harness.select((*WORKLOADS, *nodes), args.only)
     print(
         f"threads: {THREADS} per runtime (numba {numba.get_num_threads()}); rounds {args.rounds}; "
         f"batches >= {args.budget * 1e3:g} ms; quantization (x_scale, x_zp, y_scale, y_zp): table rows "
@@ -566,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for m in messages:
         print(f"NOTE: {m}")
+    harness.warn_if_loaded()
     width = max([len(w.name) for w in selected] + [20]) + 7
     print()
     print_line(list(HEADER), width)
@@ -582,8 +558,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in lines:
         print(line)
     if not args.only:
-        settings = f"{args.rounds} rounds, batches >= {args.budget * 1e3:g} ms" + (", --quick" if args.quick else "")
-        write_results(RESULTS, markdown_text(rows, lines), Path(__file__).name, settings)
+        settings = harness.run_settings(args.rounds, args.budget * 1e3, args.quick)
+        harness.write_results(RESULTS, markdown_text(rows, lines), Path(__file__).name, settings)
         print(f"wrote {RESULTS.relative_to(HERE.parent)}")
     return 0 if exact else 1
 

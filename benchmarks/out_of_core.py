@@ -281,11 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
 
-    # only the driver imports bench_dask (and avgpool with it): a job process imports what it measures
+    # only the driver imports harness (and avgpool with it): a job process imports what it measures
     import dask
     import numpy as np
     import zarr
-    from bench import source_state
+    from harness import source_state
 
     args.dir.mkdir(parents=True, exist_ok=True)
     nbytes = args.channels * args.size * args.size * 4
