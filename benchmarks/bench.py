@@ -245,7 +245,7 @@ LITERAL = "average_pool literal"  # the function called with lists written in th
 def literal_runner(w: Workload, x: np.ndarray) -> Runner:
     """The plain function as a script calls it: ``average_pool(x, kernel_shape=[3, 3], ...)``, the
     lists written in the call, so new objects each time. :func:`function_runner`'s call passes the
-    same objects each time (as a model runner passes a node's attributes), which avgpool.api
+    same objects each time (as a model runner passes a node's attributes), which avgpool._ops.onnx
     recognises without building a key; these calls are looked up by value."""
     out = np.empty(avgpool.output_shape(x.shape, layout=w.layout, **w.shape_attrs), dtype=x.dtype)
     args = [f"{name}={value!r}" for name, value in w.attrs.items()]

@@ -22,7 +22,7 @@ Columns (median seconds per call; 2 threads per runtime):
               y_zp, kernel, **attrs, channels_last=...)`` called as ``pool(x, out)`` with a
               preallocated output: the counterpart of an onnxruntime session (and of bench.py's
               prepared AveragePool).
-  engine      the engine under both, called directly: ``qlinear_engine.run_into(prepared, x,
+  engine      the engine under both, called directly: ``quantized_pools.run_into(prepared, x,
               kernel_args, out)`` on the very objects the function's memo holds (checked). No public
               API: shown for what the Python layers above it cost; no target reads it.
   function    the public ``avgpool.qlinear_average_pool(x, x_scale, x_zp, y_scale, y_zp, kernel,
@@ -60,8 +60,8 @@ from harness import Paired, Runner, fmt_ratio, markdown_table, spread, verdict
 from model_nodes import model_nodes
 
 import avgpool
-from avgpool import qlinear as _qlinear
-from avgpool import qlinear_engine
+from avgpool._core import quantized_pools
+from avgpool._ops import qlinear as _qlinear
 
 HERE = Path(__file__).resolve().parent
 THREADS = 2
@@ -133,9 +133,9 @@ def engine_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, 
         frz(kw.get("count_include_pad", False)),
         frz(nhwc),
     )
-    kernel_args = qlinear_engine.kernel_args(prepared, _qlinear._params(x.dtype, *w.quant))
+    kernel_args = quantized_pools.kernel_args(prepared, _qlinear._params(x.dtype, *w.quant))
     out = np.empty(out_shape, x.dtype)
-    run_into = qlinear_engine.run_into
+    run_into = quantized_pools.run_into
 
     def call():
         return run_into(prepared, x, kernel_args, out)
@@ -145,7 +145,7 @@ def engine_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, 
         "engine",
         call,
         lambda: out,
-        note="qlinear_engine.run_into(prepared, x, kernel_args, out)",
+        note="quantized_pools.run_into(prepared, x, kernel_args, out)",
         keep=(prepared, kernel_args),
     )
 
@@ -535,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         "prepared = avgpool.QLinearAveragePool(...)(x, out); function = avgpool.qlinear_average_pool(..., out=out); "
-        "engine = qlinear_engine.run_into(prepared, x, kernel_args, out) on the objects the function memoises; "
+        "engine = quantized_pools.run_into(prepared, x, kernel_args, out) on the objects the function memoises; "
         "ratio = prepared / fastest peer, fn ratio = function / fastest peer, fn/prep = function / prepared (ratios: "
         "the median over rounds of the two times in one round)"
     )

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The first call as a new user meets it: a fresh, non-editable install, empty caches.
 
-    python3 benchmarks/cold_start.py                 # every kind of avgpool.first_calls.KINDS, 3 runs each
+    python3 benchmarks/cold_start.py                 # every kind of avgpool._warmup.KINDS, 3 runs each
     python3 benchmarks/cold_start.py --runs 1 --kinds float32 qlinear-uint8
     python3 benchmarks/cold_start.py --no-precompiled   # what a machine without shipped kernels pays
 
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from avgpool.first_calls import KINDS  # noqa: E402  (only the names; the timed processes import the install)
+from avgpool._warmup import KINDS  # noqa: E402  (only the names; the timed processes import the install)
 
 CALL = "import avgpool; avgpool.warmup([{kind!r}])"
 

@@ -23,7 +23,7 @@ import numpy as np
 from model_nodes import model_nodes
 
 import avgpool
-from avgpool import tuning
+from avgpool._core import tuning
 
 PERCENTILES = (5, 25, 50, 75, 95)
 

@@ -101,7 +101,7 @@ BATTERY = textwrap.dedent("""
     refreshed = "numba.np.polynomial.polynomial_core" in sys.modules
     # the entry kernels' libraries as loaded: how many, how many with their bitcode not parsed
     # (avgpool.kernels.loading), and whether one of them still gives its module for linking
-    from avgpool.first_calls import entry_kernels
+    from avgpool._warmup import entry_kernels
     libraries = [(cres.library, cres.fndesc) for kernel in entry_kernels() for cres in kernel.overloads.values()]
     unparsed = sum("_shared_bitcode" in lib.__dict__ and lib.__dict__.get("_parsed_shared_module") is None
                    for lib, _ in libraries)

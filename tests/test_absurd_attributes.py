@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import memo, tables
-from avgpool.shape import AxisGeometry
+from avgpool._core import memo, tables
+from avgpool._core.shape import AxisGeometry
 
 
 def test_a_kernel_longer_than_the_axis_is_one_block_per_residue_class():

@@ -14,8 +14,8 @@ import pytest
 
 import avgpool
 import avgpool.onnx as avgpool_onnx
+from avgpool._ops.onnx import VERSIONS
 from avgpool.cli import main
-from avgpool.dialects.onnx import VERSIONS
 from avgpool.qlinear import qlinear_average_pool
 
 # Explicit pads and ceil_mode where the opset has it, so that NOTSET is told apart from VALID/SAME.

@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 
 import avgpool
-from avgpool import caches, engine
+from avgpool._core import caches, engine
 
 MIB = 1 << 20
 
@@ -25,7 +25,8 @@ _SCRIPT = textwrap.dedent("""
     import gc, json, os, time, tracemalloc
     import numpy as np
     import avgpool
-    from avgpool import engine, tables
+    from avgpool._core import engine
+    from avgpool._core import tables
 
     def rss():
         with open("/proc/self/statm") as f:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import tuning
+from avgpool._core import tuning
 from avgpool.cli import main
 
 HAS_ONEDNN = importlib.util.find_spec("avgpool.onednn") is not None

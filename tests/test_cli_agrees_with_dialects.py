@@ -3,7 +3,7 @@ functions of ONNX, OpenVINO and oneDNN: the same output shape, or a refusal by b
 
 The configurations are drawn at random, each written twice: once as the CLI's flags (any
 dialect's auto_pad spelling), once as the public function's own keywords, mapped here
-independently of avgpool.dialect_registry so that a wrong mapping there cannot hide itself.
+independently of avgpool.cli.settings so that a wrong mapping there cannot hide itself.
 Before the registry took each dialect's translation from one place, the CLI disagreed, e.g.
 `avgpool shape 1x1x5 -k 2 -d 1 --dialect openvino --version 1` printed 1x1x4 where
 `avgpool.openvino.avg_pool(..., dilations=[1], version=1)` refuses (no dilations before AvgPool-16).
@@ -23,7 +23,7 @@ import avgpool.openvino
 from avgpool import cli
 from avgpool.cli import chunked as cli_chunked
 from avgpool.cli.flags import UsageError
-from avgpool.dialect_registry import DIALECTS, Settings
+from avgpool.cli.settings import DIALECTS, Settings
 
 # every spelling the CLI accepts, and each dialect's own
 _AUTO_PAD_FLAGS = {
@@ -208,7 +208,7 @@ def test_explain_shows_what_the_function_returns(config):
 def test_chunked_pool_builds_the_functions_spec(config):
     """The zarr path pools with the registry's spec: the same shape or a refusal (an OpenVINO window
     with no input value is the whole-array function's alone, refused by the CLI with a usage error)."""
-    from avgpool.shape import infer_output_shape
+    from avgpool._core.shape import infer_output_shape
 
     begin, end = config.pads or (None, None)
     settings = Settings(

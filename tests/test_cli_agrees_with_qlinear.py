@@ -15,7 +15,7 @@ import pytest
 import avgpool
 from avgpool.cli import main
 from avgpool.cli import windows as explain
-from avgpool.dialect_registry import Settings, qlinear_spec
+from avgpool.cli.settings import Settings, qlinear_spec
 
 
 def _configs(count: int):

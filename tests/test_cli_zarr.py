@@ -220,7 +220,7 @@ def test_openvino_empty_windows_as_its_function_writes_them(tmp_path, x, chunks,
 
     # rounding_type ceil: windows that start past the input's end hold no input value, which OpenVINO
     # divides by a negative count (-0.0, and +0.0 where both axes are negative; stride 4) or by 0
-    # (NaN; stride 5): written chunk by chunk after the engine, as avgpool.empty_windows writes a
+    # (NaN; stride 5): written chunk by chunk after the engine, as avgpool._ops.openvino writes a
     # whole output
     expected = avgpool.openvino.avg_pool(x, [1, 1], strides=[stride, stride], exclude_pad=True, rounding_type="ceil")
     assert np.signbit(expected[expected == 0]).any() if stride == 4 else np.isnan(expected).any()

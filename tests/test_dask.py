@@ -12,7 +12,7 @@ import dask  # noqa: E402
 
 import avgpool  # noqa: E402
 import avgpool.dask as avgpool_dask  # noqa: E402
-from avgpool import tuning  # noqa: E402
+from avgpool._core import tuning  # noqa: E402
 from tests.test_tiles import float_case, qlinear_case, same_bits  # noqa: E402
 
 
@@ -202,8 +202,8 @@ def test_big_endian_input():
 
 
 def _float_args(x):
-    from avgpool import api
-    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool._ops import onnx as api
+    from avgpool._ops import onnx as onnx_dialect
 
     _, spec, layout = api._validated(
         avgpool_dask._shape_only(x),

@@ -184,11 +184,10 @@ def test_invalid_input_raises_avgpool_error(description, call, words):
 
 
 CORE_MODULES = [
-    "avgpool.api",
-    "avgpool.attributes",
-    "avgpool.dialects.onnx",
-    "avgpool.inputs",
-    "avgpool.shape",
+    "avgpool._ops.onnx",
+    "avgpool._ops._args",
+    "avgpool._core.outputs",
+    "avgpool._core.shape",
     "avgpool.errors",
 ]
 

@@ -7,10 +7,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from reference import reference_average_pool
 
 import avgpool
 from avgpool.cli.examples import EXAMPLES
-from avgpool.reference import reference_average_pool
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.name)

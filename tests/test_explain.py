@@ -12,8 +12,8 @@ import pytest
 import avgpool
 import avgpool.openvino
 from avgpool.cli import main
+from avgpool.cli.settings import Settings, onnx_spec, pytorch_spec
 from avgpool.cli.windows import compare_dialects, describe
-from avgpool.dialect_registry import Settings, onnx_spec, pytorch_spec
 
 ROW = re.compile(r"^\s+(\d+)\s+(-?\d+)\s+(\d+) /\s+(\d+) /\s+(\d+)\s+(\S+)")
 

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import threads, tuning
+from avgpool._core import tuning
+from avgpool._core import workers as threads
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),

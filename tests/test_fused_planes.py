@@ -12,10 +12,10 @@ import pytest
 from test_small_planes import _hard_values, _same_results
 
 import avgpool
-from avgpool import engine, tuning
-from avgpool.dialects import onnx as onnx_dialect
+from avgpool._core import engine, tuning
+from avgpool._core.spec import Layout
+from avgpool._ops import onnx as onnx_dialect
 from avgpool.kernels import columns
-from avgpool.spec import Layout
 
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
 

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import api, caches, memo, onednn, openvino
+from avgpool._core import caches, memo
+from avgpool._ops import onednn, openvino
+from avgpool._ops import onnx as api
 
 
 def _fresh(function, *args, **kwargs):

@@ -20,13 +20,13 @@ import textwrap
 
 import numpy as np
 import pytest
+from reference import reference_pool
 
 import avgpool
-from avgpool import engine, tables
-from avgpool.dialects import onnx as onnx_dialect
+from avgpool._core import engine, tables
+from avgpool._core.spec import Layout
+from avgpool._ops import onnx as onnx_dialect
 from avgpool.kernels import running
-from avgpool.reference import reference_pool
-from avgpool.spec import Layout
 
 MIB = 1 << 20
 
@@ -38,10 +38,10 @@ _SERVER = textwrap.dedent("""
     import json, os, sys, traceback
     import numpy as np
     import avgpool
-    from avgpool import engine
-    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool._core import engine
+    from avgpool._ops import onnx as onnx_dialect
     from avgpool.kernels import running
-    from avgpool.spec import Layout
+    from avgpool._core.spec import Layout
 
     def status(key):
         with open("/proc/self/status") as f:
@@ -57,7 +57,7 @@ _SERVER = textwrap.dedent("""
         spec = onnx_dialect.make_spec(22, shape if layout == "NCX" else (shape[0], shape[-1], *shape[1:-1]), kernel,
                                       pads=pads, count_include_pad=True)
         prepared = engine.prepare(spec, shape, np.dtype(np.float32), Layout[layout])
-        tiled = getattr(prepared, "tiling", None)  # a very long axis: pooled tile by tile (avgpool.tiles)
+        tiled = getattr(prepared, "tiling", None)  # a very long axis: pooled tile by tile (avgpool._core.tiles)
         exact = tiled.exact if tiled is not None else prepared.kernel is running.pool_slabs_exact
         warm(len(shape) - 2, layout)
         before = status("VmHWM")
@@ -199,7 +199,7 @@ def test_a_long_1d_line_is_summed_in_chunks(peak):
 def test_a_very_long_axis_makes_its_window_tables_per_tile(peak):
     # 1 x 1 x 32M: the whole axis's window tables (48 bytes per output, with the plans and their
     # temporaries about 200) took 3.4 GiB beside 256 MiB of input and output; since, the tables
-    # of one tile of 64K outputs at a time (tuning.Tuning.long_axis_outputs, avgpool.tiles.TiledPool)
+    # of one tile of 64K outputs at a time (tuning.Tuning.long_axis_outputs, avgpool._core.tiles.TiledPool)
     report = peak((1, 1, 1 << 25), [9], [4, 4], "NCX")
     in_out = report["x"] + report["y"]
     assert report["first_call"] < 1.5 * in_out + 64 * MIB, (
@@ -340,7 +340,7 @@ _QLINEAR_LONG = textwrap.dedent("""
 def test_a_long_qlinear_axis_takes_memory_in_proportion_to_its_data():
     # 1 x 1 x 16M uint8 (16 MiB in, 16 out): the whole axis's window tables took +1.3 GiB, and
     # five 4M calls left 800 MiB held by make_plan's lru_cache; since, tiles of 64K outputs
-    # (qlinear_engine._tiled) and plans cached by bytes too
+    # (quantized_pools._tiled) and plans cached by bytes too
     run = subprocess.run([sys.executable, "-c", _QLINEAR_LONG], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)

@@ -7,10 +7,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 from helpers import assert_close_to_exact
+from reference import reference_pool
 
 import avgpool.onednn
 from avgpool import AvgPoolError
-from avgpool.reference import reference_pool
 
 DTYPES = [np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16)]
 AUTO_PAD_FOR_REFERENCE = {"None": "explicit", "SAME_UPPER": "same_upper", "SAME_LOWER": "same_lower", "VALID": "valid"}

@@ -15,7 +15,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import numpy_helper  # noqa: E402
 
 import avgpool  # noqa: E402
-from avgpool.onnx_attributes import node_kwargs  # noqa: E402
+from avgpool.onnx import node_kwargs  # noqa: E402
 
 
 @functools.lru_cache(maxsize=1)

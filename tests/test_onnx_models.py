@@ -24,7 +24,7 @@ ort = pytest.importorskip("onnxruntime")
 
 import avgpool  # noqa: E402
 import avgpool.onnx as avgpool_onnx  # noqa: E402
-from avgpool.onnx_attributes import node_kwargs  # noqa: E402
+from avgpool.onnx import node_kwargs  # noqa: E402
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 # (model, rtol of onnx's backend test list (onnx/backend/test/case/model/__init__.py), the operator
@@ -192,7 +192,20 @@ def test_fast_max_pool_is_the_reference_bit_for_bit(shape, attributes):
 def test_light_model_matches_stored_output(name, rtol):
     model, _, results = evaluate(name)
     expected = onnx.numpy_helper.to_array(onnx.load_tensor(_path(name, "_output_0.pb")))
-    np.testing.assert_allclose(results[model.graph.output[0].name], expected, rtol=rtol, atol=1e-7)
+    last = model.graph.node[-1]
+    if last.op_type != "Softmax":
+        np.testing.assert_allclose(results[model.graph.output[0].name], expected, rtol=rtol, atol=1e-7)
+        return
+    # A final Softmax is compared in logit space, with the tolerance relative to the logits:
+    # squeezenet's logits (its GlobalAveragePool's outputs) are about 9.5e9 on the runner's
+    # input, where a float32 ulp is 1024 and exp(-1024) is 0, so one ulp between two channels
+    # (which BLAS builds of the upstream Conv give differently per CPU) turns the stored uniform
+    # 0.001 into 1/32 or 0; the logits themselves agree to far better than rtol.
+    logits = results[last.input[0]].astype(np.float64).reshape(expected.shape)
+    stored = np.log(expected.astype(np.float64))
+    np.testing.assert_allclose(
+        logits - logits.max(), stored - stored.max(), rtol=0, atol=rtol * np.abs(logits).max() + 1e-6
+    )
 
 
 @pytest.mark.parametrize("name", [m[0] for m in MODELS if m[2]])

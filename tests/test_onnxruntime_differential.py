@@ -22,9 +22,9 @@ from packaging.version import Version
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
+from reference import reference_average_pool  # noqa: E402
 
 import avgpool  # noqa: E402
-from avgpool.reference import reference_average_pool  # noqa: E402
 
 # The onnxruntime releases whose CPU AveragePool was looked at: through 1.32 (constraints.txt pins
 # 1.32.0; pyproject accepts >= 1.20). Within them it sums each window in float32 and gives 0 for a

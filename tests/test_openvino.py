@@ -7,10 +7,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 from helpers import assert_close_to_exact
+from reference import reference_pool
 
 import avgpool.openvino
 from avgpool import AvgPoolError
-from avgpool.reference import reference_pool
 
 ov = pytest.importorskip("openvino")
 from openvino import opset1, opset14, opset16  # noqa: E402

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import tuning
+from avgpool._core import tuning
 
 ATTRIBUTES = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 SHAPES = {"serial": (1, 3, 9, 10), "threaded": (2, 16, 96, 96)}

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from helpers import run_battery as _run_battery
 
-from avgpool.first_calls import entry_kernels
+from avgpool._warmup import entry_kernels
 from avgpool.kernels import jit
 
 SRC = Path(__file__).resolve().parents[1] / "src"

@@ -10,10 +10,10 @@ import pytest
 from helpers import FLOAT_DTYPES, assert_close_to_exact
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
+from reference import reference_pool
 
 import avgpool
-from avgpool import engine, tables, tuning
-from avgpool.reference import reference_pool
+from avgpool._core import engine, tables, tuning
 
 OPSETS = [1, 7, 10, 11, 19, 22]
 
@@ -168,8 +168,8 @@ def test_banded_slabs_match_reference(data):
 
 def test_banded_path_is_taken():
     """in_bands() really cuts slabs into bands (else the test above tests the grouped path)."""
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.spec import Layout
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
 
     spec = onnx_dialect.make_spec(22, (2, 9, 9, 3), [3, 3], pads=[1] * 4)
     with in_bands():
@@ -196,8 +196,8 @@ def test_banded_path_is_taken():
 def test_overlapping_windows_get_the_cache_sized_groups(kernel, stride, dilation, overlap):
     """Slabs of overlapping windows are grouped within the smaller budget, the others within the
     bigger one (tuning's overlapping_group_scratch_bytes, group_scratch_bytes)."""
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.spec import Layout
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
 
     shape = (1, 16, 32, 32)  # one piece: the group is every slab unless the budget is smaller
     spec = onnx_dialect.make_spec(22, shape, [kernel, kernel], strides=[stride, stride], dilations=[dilation, dilation])
@@ -265,7 +265,7 @@ def test_large_kernels_match_reference(path, data):
 
 def test_large_kernel_configurations_do_take_the_block_path():
     """The property test above is only worth its name if the engine really chooses block sums."""
-    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool._ops import onnx as onnx_dialect
 
     k = max(tuning.DEFAULT.block_sums_min_kernel, tuning.DEFAULT.contiguous_block_sums_min_kernel)
     spec = onnx_dialect.make_spec(22, (1, 1, 40, 40), [k, k], pads=[k // 2] * 4)
@@ -467,9 +467,9 @@ def test_the_exact_path_starts_at_k5():
     the running sums are faster with AVX-512 and with AVX2 alike (tuning.exact_running_min_kernel),
     a choice that depends on nothing but the windows, so a float32 window takes the same path, and
     gives the same bits, on every CPU."""
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.shape import resolve
-    from avgpool.spec import Layout
+    from avgpool._core.shape import resolve
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
 
     three, five = (
         resolve(onnx_dialect.make_spec(22, (1, 2, 32, 32), [k, k], pads=[k // 2] * 4), (32, 32)) for k in (3, 5)
@@ -482,9 +482,9 @@ def test_the_exact_path_starts_at_k5():
 def test_exact_running_path_is_taken_and_decided_per_slab():
     """The benchmark's large kernels take the int64 kernel, and a NaN in one slab sends only that
     slab to the float64 kernels: the other slab's result is the one it has when pooled alone."""
-    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
     from avgpool.kernels import running
-    from avgpool.spec import Layout
 
     k = 5
     spec = onnx_dialect.make_spec(22, (1, 16, 64, 64), [k, k], pads=[k // 2] * 4)
@@ -504,9 +504,9 @@ def test_exact_planes_at_the_extreme_exponents_scale_exactly():
     each other's exactly, times 2**200, and the exact averages rounded."""
     from helpers import ulp
 
-    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
     from avgpool.kernels import running
-    from avgpool.spec import Layout
 
     k = 9
     shape = (1, 3, 40, 48)
@@ -531,9 +531,9 @@ def test_fixed_point_conversion_is_exact_below_2_to_51_units(q):
     ``1.5 * 2**(52 + q)`` in float64 and subtracting the bits (``running._fixed``): exact for
     every multiple of ``2**q`` below ``2**(q + 51)`` in magnitude, of either sign, at every
     ``q`` a float32 can have; the headroom never lets a value take more bits."""
-    from avgpool.dialects import onnx as onnx_dialect
+    from avgpool._core.shape import resolve
+    from avgpool._ops import onnx as onnx_dialect
     from avgpool.kernels import running
-    from avgpool.shape import resolve
 
     top = (2**23 - 1) << 28  # 23 significant bits (a float32 holds it), just below 2**51
     ints = [0, 1, -1, 3, 2**24 - 1, -(2**24 - 1), 12345 << 20, top, -top]

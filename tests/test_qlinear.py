@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from packaging.version import Version
 
-from avgpool import AvgPoolError, qlinear, qlinear_engine, tuning
+from avgpool import AvgPoolError
+from avgpool._core import quantized_pools, tuning
+from avgpool._ops import qlinear
 from avgpool.kernels import qlinear_kernels
 from avgpool.qlinear import qlinear_average_pool
 
@@ -284,8 +286,8 @@ def test_channels_first_through_the_channels_last_kernel(runner, threaded):
                     ),
                 )
             assert np.array_equal(got, native)
-            taken += prepared.quantized.kind == qlinear_engine._NCX_THROUGH_NXC
-            if prepared.quantized.kind == qlinear_engine._NCX_THROUGH_NXC and x.shape[0] == 1 and x.shape[1] > 16:
+            taken += prepared.quantized.kind == quantized_pools._NCX_THROUGH_NXC
+            if prepared.quantized.kind == quantized_pools._NCX_THROUGH_NXC and x.shape[0] == 1 and x.shape[1] > 16:
                 assert prepared.items == 2  # one image: the two halves of its channels
     assert taken > 60
 
@@ -381,7 +383,7 @@ def test_channels_last_tap_sources_and_window_sizes(runner, dequant):
                                 cip,
                                 1,
                             )
-                            assert prepared.quantized.kind == qlinear_engine._GENERAL_NXC
+                            assert prepared.quantized.kind == quantized_pools._GENERAL_NXC
                             assert prepared.quantized.tables[0][qlinear_kernels.DEQUANT] == dequant
     finally:
         qlinear.forget()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from avgpool import AvgPoolError, qlinear, tuning
+from avgpool import AvgPoolError
+from avgpool._core import tuning
+from avgpool._ops import qlinear
 from avgpool.qlinear import qlinear_average_pool
 
 SCALARS = (0.1, 3, 0.2, 5)

@@ -474,11 +474,11 @@ def test_pool_with_absurd_pads_exits_2_with_one_line(tmp_path, capsys):
 )
 def test_explained_windows_are_the_engines_tables(dialect, flags):
     """explain computes each window on demand: the counts and divisors are the engine's plan's."""
+    from avgpool._core.plan import make_plan
     from avgpool.cli import build_parser
     from avgpool.cli.flags import settings_from_args
+    from avgpool.cli.settings import DIALECTS
     from avgpool.cli.windows import describe
-    from avgpool.dialect_registry import DIALECTS
-    from avgpool.plan import make_plan
 
     args = build_parser().parse_args(["explain", "1x1x7x9", *flags, "--dialect", dialect])
     spatial = (7, 9)

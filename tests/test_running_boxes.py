@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from test_tiles import float_case, float_tiling, pool_float_in_tiles, same_bits
 
 import avgpool
-from avgpool import tables, tuning
-from avgpool.dialects import onnx as onnx_dialect
-from avgpool.spec import Layout
+from avgpool._core import tables, tuning
+from avgpool._core.spec import Layout
+from avgpool._ops import onnx as onnx_dialect
 
 ONE_SWEEP = 1 << 60
 
@@ -109,7 +109,7 @@ def _plan_of(x: np.ndarray, kernel: list[int], attrs: dict) -> tables.RunningPla
 
 
 def test_tiles_in_boxes_give_the_whole_bits():
-    """avgpool.tiles plans each tile's running sums on its own geometry (its windows may start
+    """avgpool._core.tiles plans each tile's running sums on its own geometry (its windows may start
     inside its input): boxed, the tiles still give the whole array's bits."""
     rng = np.random.default_rng(17)
     checked = 0

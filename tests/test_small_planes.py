@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import tables, tuning
-from avgpool.api import _validated
+from avgpool._core import tables, tuning
+from avgpool._ops.onnx import _validated
 
 SHAPES = [
     (7, 7),

@@ -1,4 +1,4 @@
-"""Work sharing (avgpool.threads and its compiled job board): every item computed exactly once,
+"""Work sharing (avgpool._core.workers and its compiled job board): every item computed exactly once,
 by whichever thread, failures raised in the caller, several callers at once, and the engine's
 threaded path equal to its serial one."""
 
@@ -17,7 +17,8 @@ from numba import njit
 from test_properties import configurations, edge_arrays
 
 import avgpool
-from avgpool import threads, tuning
+from avgpool._core import tuning
+from avgpool._core import workers as threads
 from avgpool.kernels import crew as crew_board
 
 pytestmark = pytest.mark.skipif(threads.thread_count() < 2, reason="needs numba threads >= 2")
@@ -203,9 +204,9 @@ def test_threaded_engine_equals_serial(data):
 def test_threaded_engine_is_threaded():
     """threaded_everywhere() really cuts calls into pieces (else the test above compares serial
     with serial)."""
-    from avgpool import engine
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.spec import Layout
+    from avgpool._core import engine
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
 
     spec = onnx_dialect.make_spec(22, (4, 3, 9, 9), [3, 3])
     with threaded_everywhere():
@@ -237,9 +238,9 @@ def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, dtype, cut):
     """Fewer slabs than pieces (a channels-last batch of one): each slab's first-axis outputs (or
     a global window's channels) are cut into parts that the threads share, with the serial bits,
     NaN and Inf included."""
-    from avgpool import engine
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.spec import Layout
+    from avgpool._core import engine
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
 
     pads = [0 if kernel in ([9, 7], [1, 5]) else 1] * 2 * len(kernel)
     spec = onnx_dialect.make_spec(22, shape, kernel, pads=pads)
@@ -263,9 +264,9 @@ def test_few_big_slabs_are_cut_into_parts(shape, layout, kernel, dtype, cut):
 def test_a_pool_whose_tables_are_too_large_to_keep_is_forgotten_after_its_job():
     """The crew counts the bytes of the tables a registered pool holds, inside the kernels' named
     tuples too, and forgets a pool that exceeds Tuning.helper_pool_bytes once its job is done."""
-    from avgpool import engine
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.spec import Layout
+    from avgpool._core import engine
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
 
     crew = threads._crew()
     shape = (2, 1, 64, 64)
@@ -290,9 +291,9 @@ def test_a_caller_whose_helpers_are_busy_runs_the_shipped_kernel(monkeypatch, dt
     """When another thread holds the helpers, the kernel runs on the caller's thread with the
     signature it is shipped compiled for (a read-only input): a writable one compiled a new
     specialisation, 3-4 minutes for two threads pooling at once in a fresh install."""
-    from avgpool import engine
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.spec import Layout
+    from avgpool._core import engine
+    from avgpool._core.spec import Layout
+    from avgpool._ops import onnx as onnx_dialect
 
     x = np.random.default_rng(3).random((2, 3, 16, 16)).astype(dtype)
     spec = onnx_dialect.make_spec(22, x.shape, [3, 3], pads=[1, 1, 1, 1])

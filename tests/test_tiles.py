@@ -1,4 +1,4 @@
-"""avgpool.tiles: any tiling of the output, each tile pooled from the input region it reads,
+"""avgpool._core.tiles: any tiling of the output, each tile pooled from the input region it reads,
 gives the whole-array call's result bit for bit (the entry point of avgpool.dask)."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import avgpool
-from avgpool import api, tiles, tuning
-from avgpool.dialects import onnx as onnx_dialect
-from avgpool.dialects import qlinear as qlinear_dialect
-from avgpool.spec import Layout
+from avgpool._core import quantized_pools, tiles, tuning
+from avgpool._core.spec import Layout
+from avgpool._ops import onnx as api
+from avgpool._ops import onnx as onnx_dialect
+from avgpool._ops import qlinear as qlinear_dialect
 
 
 def random_cuts(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
@@ -232,7 +233,7 @@ def test_qlinear_tiles_are_the_whole_bit_for_bit(seed):
             whole = avgpool.qlinear_average_pool(x, *quant, **attrs)
         except avgpool.AvgPoolError:
             continue
-        t = tiles.qlinear_tiling(x.shape, x.dtype, qlinear_dialect.make_geometry(x.shape, *attributes))
+        t = quantized_pools.qlinear_tiling(x.shape, x.dtype, qlinear_dialect.make_geometry(x.shape, *attributes))
         params = qlinear_dialect.make_quant_params(x.dtype, *quant)
         tiled = pool_in_tiles(t, x, rng, lambda region, outputs, ranges: t.pool(region, outputs, params))
         assert same_bits(tiled, whole), (x.dtype, x.shape, attributes)
@@ -248,7 +249,7 @@ def small_tiles():
 
 
 def test_long_axes_pooled_tile_by_tile_give_the_same_bits(small_tiles):
-    from avgpool import engine
+    from avgpool._core import engine
 
     rng = np.random.default_rng(42)
     checked = 0
@@ -291,8 +292,8 @@ def test_tiled_pool_takes_the_outs_numpy_users_pass(small_tiles, tmp_path):
 
 
 def test_total_taps_counts_every_window():
-    from avgpool.plan import axis_plan, total_taps
-    from avgpool.shape import AxisGeometry
+    from avgpool._core.plan import axis_plan, total_taps
+    from avgpool._core.shape import AxisGeometry
 
     rng = np.random.default_rng(9)
     for _ in range(400):
@@ -308,7 +309,7 @@ def test_total_taps_counts_every_window():
         if out <= 0:
             continue
         g = AxisGeometry(length, kernel, stride, dilation, pad_begin, pad_end, out)
-        expected = int(axis_plan(g, avgpool.spec.Divisor.VALID_TAPS, True).count.sum())
+        expected = int(axis_plan(g, avgpool._core.spec.Divisor.VALID_TAPS, True).count.sum())
         assert total_taps(g, piece=int(rng.integers(1, 8))) == expected, g
 
 
@@ -330,7 +331,7 @@ def test_qlinear_tiles_of_one_shape_share_their_tables(channels_last):
         count_include_pad=1,
         channels_last=channels_last,
     )
-    t = tiles.qlinear_tiling(x.shape, x.dtype, qlinear_dialect.make_geometry(x.shape, *attributes))
+    t = quantized_pools.qlinear_tiling(x.shape, x.dtype, qlinear_dialect.make_geometry(x.shape, *attributes))
     params = qlinear_dialect.make_quant_params(x.dtype, *quant)
     out = np.full(t.out_shape, 77, np.uint8)
     spatial = t.spatial_axes
@@ -354,9 +355,9 @@ def test_qlinear_tiles_of_one_shape_share_their_tables(channels_last):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_qlinear_long_axes_pooled_tile_by_tile_give_the_same_bits(seed, small_tiles):
     """qlinear_average_pool on an axis of more than ``long_axis_outputs`` outputs goes tile by
-    tile (qlinear_engine._tiled: the whole axis's tables took 1.4 GB for a 16 MiB input): the
+    tile (quantized_pools._tiled: the whole axis's tables took 1.4 GB for a 16 MiB input): the
     function, the prepared pool and out= give the untiled bits."""
-    from avgpool import memo, qlinear_engine
+    from avgpool._core import memo, quantized_pools
 
     rng = np.random.default_rng(seed)
     checked = 0
@@ -368,7 +369,7 @@ def test_qlinear_long_axes_pooled_tile_by_tile_give_the_same_bits(seed, small_ti
         except avgpool.AvgPoolError:
             continue
         geometry = qlinear_dialect.make_geometry(x.shape, *(attrs[k] for k in _QLINEAR_ORDER))
-        if qlinear_engine.prepare(x.shape, x.dtype, geometry).quantized.kind != qlinear_engine._TILED:
+        if quantized_pools.prepare(x.shape, x.dtype, geometry).quantized.kind != quantized_pools._TILED:
             continue
         pool = avgpool.QLinearAveragePool(*quant, **attrs)
         out = np.full_like(tiled, 5)

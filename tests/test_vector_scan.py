@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from avgpool import tables
+from avgpool._core import tables
 from avgpool.kernels.running import _line_window_sums, _scale_line
 from avgpool.kernels.vector_scan import LANES
 
@@ -80,8 +80,8 @@ def test_exact_scratch_starts_its_chosen_element_on_a_cache_line(size, first):
 
 
 def test_scale_tables_start_on_a_cache_line():
-    from avgpool.dialects import onnx as onnx_dialect
-    from avgpool.plan import make_plan
+    from avgpool._core.plan import make_plan
+    from avgpool._ops import onnx as onnx_dialect
 
     shape = (1, 3, 37, 29)
     spec = onnx_dialect.make_spec(22, shape, [5, 3], pads=[2, 1, 2, 1])

@@ -5,7 +5,7 @@
     .venv/bin/python tools/precompile.py  # rebuild every level of avgpool.kernels.jit.LEVELS
 
 For each portable x86-64 level this machine can run, a fresh process compiles every kind of
-avgpool.first_calls.KINDS with numba configured for that level's CPU (NUMBA_CPU_NAME=<level>, no
+avgpool._warmup.KINDS with numba configured for that level's CPU (NUMBA_CPU_NAME=<level>, no
 extra features), and the entry kernels' cache files replace that level's folder; where the level
 has wide features (avgpool.kernels.jit.WIDE_FEATURES), a second process compiles them again with
 those and keeps the kernels marked ``wide``. A level this machine cannot run (x86-64-v4 on a CPU
@@ -63,7 +63,7 @@ def compile_signatures_of(reference: Path) -> None:
     ``reference`` (a level's folder, built from the current sources), running nothing."""
     from numba.core import config
 
-    from avgpool.first_calls import entry_kernels
+    from avgpool._warmup import entry_kernels
 
     found = 0
     for dispatcher in entry_kernels():

@@ -18,20 +18,20 @@ from .errors import AvgPoolError
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from . import onednn, openvino
-    from .api import AveragePool, average_pool, output_shape
-    from .first_calls import cache_location, warmup
-    from .qlinear import QLinearAveragePool, qlinear_average_pool, qlinear_global_average_pool
+    from ._ops.onnx import AveragePool, average_pool, output_shape
+    from ._ops.qlinear import QLinearAveragePool, qlinear_average_pool, qlinear_global_average_pool
+    from ._warmup import cache_location, warmup
 
 # public name -> the module that defines it (None: the name is a submodule)
 _LAZY = {
-    "AveragePool": "api",
-    "average_pool": "api",
-    "output_shape": "api",
-    "cache_location": "first_calls",
-    "warmup": "first_calls",
-    "QLinearAveragePool": "qlinear",
-    "qlinear_average_pool": "qlinear",
-    "qlinear_global_average_pool": "qlinear",
+    "AveragePool": "_ops.onnx",
+    "average_pool": "_ops.onnx",
+    "output_shape": "_ops.onnx",
+    "cache_location": "_warmup",
+    "warmup": "_warmup",
+    "QLinearAveragePool": "_ops.qlinear",
+    "qlinear_average_pool": "_ops.qlinear",
+    "qlinear_global_average_pool": "_ops.qlinear",
     "onednn": None,
     "openvino": None,
 }

@@ -19,7 +19,7 @@ pieces out of it (each input chunk is read once), and one task that loads the ke
 first chunks are read (:func:`_load`): output chunks follow the input
 chunks along the pooled axes (each output goes with the input chunk that holds its window's
 centre) and equal them along N and C; no axis is rechunked whole, nothing is padded. Each tile
-is computed by :mod:`avgpool.tiles` exactly as the whole array would be, so the result does not
+is computed by :mod:`avgpool._core.tiles` exactly as the whole array would be, so the result does not
 depend on the chunking. Float32 with kernels of 5 and more decides per slab (N x C plane) whether
 its exact integer sums apply from the values of the whole slab: that needs one extra reading of
 the input (a reduction to two numbers per slab) before the tiles are computed.
@@ -46,13 +46,13 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 from dask.task_spec import DataNode, List, Task, TaskRef
 
-from . import tiles, tuning
-from .dialects import onnx as onnx_dialect
-from .dialects import qlinear as qlinear_dialect
+from ._core import quantized_pools, tiles, tuning
+from ._core.quantized import Geometry, global_scale
+from ._core.shape import AxisGeometry
+from ._core.spec import Layout, PoolSpec
+from ._ops import onnx as onnx_dialect
+from ._ops import qlinear as qlinear_dialect
 from .errors import AvgPoolError, error_context
-from .quantized import Geometry
-from .shape import AxisGeometry
-from .spec import Layout, PoolSpec
 
 __all__ = ["average_pool", "pool_spec", "qlinear_average_pool"]
 
@@ -72,11 +72,11 @@ def average_pool(
 ) -> da.Array:
     """ONNX AveragePool of a Dask array (any chunking), lazily: the same attributes, results and
     errors as :func:`avgpool.average_pool` on the computed array, bit for bit."""
-    from . import api
+    from ._ops import onnx as api
 
     x = _as_dask(x)
     version = onnx_dialect.op_version(opset)
-    with error_context(onnx_dialect.label(version)):
+    with error_context(onnx_dialect.operator_label(version)):
         _, spec, layout_ = api._validated(
             _shape_only(x),
             version,
@@ -94,10 +94,10 @@ def average_pool(
 
 
 def pool_spec(x: da.Array, spec: PoolSpec, layout: Layout) -> da.Array:
-    """A canonical spec (:class:`avgpool.spec.PoolSpec`, as a dialect validates and translates
+    """A canonical spec (:class:`avgpool._core.spec.PoolSpec`, as a dialect validates and translates
     its attributes for ``x``'s shape) applied to a float Dask array of a dtype that dialect
     accepts, lazily: the chunked path of every dialect that translates into one (the CLI's
-    OpenVINO and oneDNN); bit for bit what :func:`avgpool.engine.prepare` gives on the whole array."""
+    OpenVINO and oneDNN); bit for bit what :func:`avgpool._core.engine.prepare` gives on the whole array."""
     x = _as_dask(x)
     get_tiling = functools.partial(_float_tiling, spec, x.shape, x.dtype, layout, tuning.current())
     t = get_tiling()
@@ -132,7 +132,7 @@ def qlinear_average_pool(
         t = get_tiling()
         params = qlinear_dialect.make_quant_params(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
         if geometry.global_path:
-            qlinear_dialect.global_scale(params, geometry.image_size)  # onnxruntime's range check, now
+            global_scale(params, geometry.image_size)  # onnxruntime's range check, now
     # the tasks name their operator by its geometry (a spec and a few values, as the float tasks' spec)
     return _pooled(x, t, get_tiling, functools.partial(_qlinear_call, params), None)
 
@@ -175,7 +175,7 @@ def _qlinear_tiling(
     shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, tuned_by: tuning.Tuning
 ) -> tiles.QLinearTiling:
     with tuning.using(tuned_by):
-        return tiles.qlinear_tiling(shape, dtype, geometry)
+        return quantized_pools.qlinear_tiling(shape, dtype, geometry)
 
 
 def _float_call(
@@ -203,7 +203,7 @@ def _qlinear_call(
 
 def _exact_of(stats: list, headroom: int) -> np.ndarray:
     """Whether each slab of a group of chunks allows the exact sums, from every chunk's
-    :func:`avgpool.tiles.slab_bit_range`."""
+    :func:`avgpool._core.tiles.slab_bit_range`."""
     top = np.maximum.reduce([t for t, _ in stats])
     bottom = np.minimum.reduce([b for _, b in stats])
     return tiles.exact_allowed(top, bottom, headroom)
@@ -211,7 +211,7 @@ def _exact_of(stats: list, headroom: int) -> np.ndarray:
 
 def _exact_slabs(x: da.Array, layout: Layout, headroom: int) -> da.Array:
     """Per slab (N x C in NCX, N in NXC), chunked like ``x``: whether the whole slab's values
-    allow the exact sums (:func:`avgpool.tiles.exact_allowed`). Computed from a second reading
+    allow the exact sums (:func:`avgpool._core.tiles.exact_allowed`). Computed from a second reading
     of the input (:func:`_second_reading`), so that the tiles need not wait with every chunk held:
     one task per chunk reduces it to two numbers per slab, one per group of slabs combines
     them (dask's generic reductions took five times as many tasks, which cost more than the

@@ -14,6 +14,18 @@ class AvgPoolError(ValueError):
     """
 
 
+def labelled(label: str, err: Exception | str) -> AvgPoolError:
+    """``err`` as an AvgPoolError whose message starts with the operator's ``label``, once: the
+    one place where the label is prefixed (:func:`error_context`, and the memo paths that catch
+    a kernel's or numpy's error themselves).
+
+    >>> labelled("AveragePool-22", "`x` has 3 dimensions: it must have at least 3")
+    AvgPoolError('AveragePool-22: `x` has 3 dimensions: it must have at least 3')
+    """
+    message = str(err)
+    return AvgPoolError(message if message.startswith(label + ":") else f"{label}: {message}")
+
+
 @contextlib.contextmanager
 def error_context(label: str) -> Iterator[None]:
     """Prefix every AvgPoolError raised inside with the operator's label, once.
@@ -24,7 +36,6 @@ def error_context(label: str) -> Iterator[None]:
     try:
         yield
     except AvgPoolError as err:
-        message = str(err)
-        if message.startswith(label + ":"):
+        if str(err).startswith(label + ":"):
             raise
-        raise AvgPoolError(f"{label}: {message}") from None
+        raise labelled(label, err) from None

@@ -43,18 +43,6 @@ def _op_run_base() -> type:
     return OpRun
 
 
-def _qlinear_function(name: str = "qlinear_average_pool") -> Any:
-    """avgpool's function ``name`` of the quantized ops, wherever this build has it (None when it
-    has none)."""
-    try:
-        from . import qlinear  # type: ignore[attr-defined]
-    except ImportError:
-        import avgpool
-
-        return getattr(avgpool, name, None)
-    return getattr(qlinear, name, None)
-
-
 def _attributes(op: Any, attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The node's attributes as avgpool keywords: the ones the node sets, plus the schema's
     defaults the evaluator filled in (None means "no default")."""
@@ -79,7 +67,7 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
     GlobalAveragePool nodes) are onnxruntime's quantized ops, bit-exact. Classes are cached per
     opset.
     """
-    from .dialects import onnx as onnx_dialect
+    from ._ops import onnx as onnx_dialect
 
     version = onnx_dialect.op_version(opset)  # validates the opset now, not at the first node
     base = _op_run_base()
@@ -88,12 +76,12 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
     schema = defs.get_schema("AveragePool", version, "")
 
     def run_average_pool(self: Any, x: np.ndarray, **attributes: Any) -> tuple[np.ndarray]:
-        from .api import average_pool
+        from ._ops.onnx import average_pool
 
         return (average_pool(x, opset=opset, **_attributes(self, attributes)),)
 
     def run_global(self: Any, x: np.ndarray) -> tuple[np.ndarray]:
-        from .api import average_pool
+        from ._ops.onnx import average_pool
 
         # AveragePool with one window over the whole input, the very numbers average_pool gives
         # (numpy's float64 mean differed where a float64 sum loses bits: [1e20, 1, -1e20, 1, 0]
@@ -109,12 +97,11 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
         y_zero_point: Any = None,
         **attributes: Any,
     ) -> tuple[np.ndarray]:
-        function = _qlinear_function()
-        if function is None:
-            raise NotImplementedError("QLinearAveragePool: this build of avgpool has no avgpool.qlinear module yet")
+        from ._ops.qlinear import qlinear_average_pool
+
         kwargs = _attributes(self, attributes)
         kernel = kwargs.pop("kernel_shape")
-        return (function(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel, **kwargs),)
+        return (qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, kernel, **kwargs),)
 
     def run_qlinear_global(
         self: Any,
@@ -125,10 +112,13 @@ def reference_ops(opset: int = 22, *, qlinear: bool = True, global_pool: bool = 
         y_zero_point: Any = None,
         **attributes: Any,
     ) -> tuple[np.ndarray]:
-        function = _qlinear_function("qlinear_global_average_pool")
-        if function is None:
-            raise NotImplementedError("QLinearGlobalAveragePool: this build of avgpool has no avgpool.qlinear module")
-        return (function(x, x_scale, x_zero_point, y_scale, y_zero_point, **_attributes(self, attributes)),)
+        from ._ops.qlinear import qlinear_global_average_pool
+
+        return (
+            qlinear_global_average_pool(
+                x, x_scale, x_zero_point, y_scale, y_zero_point, **_attributes(self, attributes)
+            ),
+        )
 
     ops: list[type] = [
         type(
@@ -311,3 +301,22 @@ def differences(expected: np.ndarray, got: np.ndarray) -> tuple[float, float]:
     if diff.size == 0:
         return 0.0, 0.0
     return float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))), float(np.max(np.where(np.isnan(rel), np.inf, rel)))
+
+
+def node_kwargs(node: Any) -> dict[str, Any]:
+    """``{"kernel_shape": [...], "strides": [...], ...}`` from an ``onnx.NodeProto``.
+
+    Strings arrive from protobuf as bytes and are decoded; attribute names are ONNX's, which are
+    also :func:`avgpool.average_pool`'s keyword names.
+    """
+    try:
+        from onnx import helper
+    except ImportError:  # pragma: no cover - exercised only without onnx
+        raise ImportError("reading ONNX nodes needs onnx: pip install 'avgpool[onnx]'") from None
+    kwargs = {}
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        if isinstance(value, bytes):
+            value = value.decode()
+        kwargs[attribute.name] = list(value) if isinstance(value, (list, tuple)) else value
+    return kwargs

@@ -55,11 +55,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .api import average_pool as _numpy_average_pool
-from .api import output_shape
-from .dialects import onnx as onnx_dialect
+from ._core.shape import AxisGeometry, resolve
+from ._ops import onnx as onnx_dialect
+from ._ops.onnx import average_pool as _numpy_average_pool
+from ._ops.onnx import output_shape
 from .errors import AvgPoolError, error_context
-from .shape import AxisGeometry, resolve
 
 __all__ = ["AvgPoolAccessor", "CoordinateDroppedWarning", "average_pool"]
 
@@ -152,7 +152,7 @@ def average_pool(
     if not isinstance(obj, xr.DataArray | xr.Dataset):
         raise AvgPoolError(f"avgpool.xarray pools a DataArray or a Dataset, got {type(obj).__name__}")
     # the dims' own checks named no operator; average_pool's name AveragePool-<version> already
-    with error_context(onnx_dialect.label(onnx_dialect.op_version(opset))):
+    with error_context(onnx_dialect.operator_label(onnx_dialect.op_version(opset))):
         pooling = _parsed(obj, kernel, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset)
     with _naming_axes(pooling.dims):
         if isinstance(obj, xr.DataArray):

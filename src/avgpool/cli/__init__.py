@@ -68,12 +68,11 @@ def _command(args: argparse.Namespace, stdout: TextIO) -> int:
 
 def _failure(prefix: str, err: Exception) -> int:
     """Exit code 2 and one line for an error in the user's input or files; other errors go on."""
-    from ..dialect_registry import DialectUnavailable
     from ..errors import AvgPoolError
     from .files import FileFormatError
     from .flags import UsageError
 
-    if isinstance(err, (AvgPoolError, FileFormatError, UsageError, DialectUnavailable, ImportError)):
+    if isinstance(err, (AvgPoolError, FileFormatError, UsageError, ImportError)):
         message = str(err)
     elif isinstance(err, MemoryError):  # e.g. absurd pads: an output of terabytes
         message = f"not enough memory: {err or 'MemoryError'}"

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from ..dialect_registry import Settings
+    from .settings import Settings
 
 
 def _dask() -> tuple[Any, Any]:
@@ -48,8 +48,8 @@ def _refuse_nested(input_path: str, output: str) -> None:
 def _lazy_input(args: argparse.Namespace, settings: Settings, da: Any) -> tuple[Any, str | None, str]:
     """The input as a dask array in the chunks --chunks asks for (a zarr store's own by default),
     converted by :func:`~avgpool.cli.files.as_pool_input`; its key, and its shape and dtype as read."""
-    from ..dialect_registry import DIALECTS
     from . import files
+    from .settings import DIALECTS
 
     quantized = DIALECTS[args.dialect].quantized
     if files.is_zarr(args.input):
@@ -95,18 +95,16 @@ def _dialect_spec(name: str, s: Settings, shape: tuple[int, ...], dtype: np.dtyp
     translation, refused with the function's messages. The engine sees nothing of a dialect beyond it."""
     import numpy as np
 
-    from ..dialect_registry import DIALECTS, _load
     from ..errors import AvgPoolError, error_context
+    from .settings import DIALECTS
 
     if name == "openvino":
-        from ..dialects import openvino as dialect
+        from .._ops import openvino as dialect
 
-        _load("avgpool.openvino", "avg_pool", "the OpenVINO dialect")
-        label = dialect.label(dialect.check_version(s.version))
+        label = dialect.operator_label(dialect.check_version(s.version))
     else:
-        from ..dialects import onednn as dialect
+        from .._ops import onednn as dialect
 
-        _load("avgpool.onednn", "avg_pool", "the oneDNN dialect")
         label = dialect.LABEL
     with error_context(label):
         if np.dtype(dtype) not in dialect.DTYPES:
@@ -121,7 +119,7 @@ def _onednn_empty_windows(y: Any, spec: Any, input_shape: tuple[int, ...]) -> An
     output (the same per-axis divisor factors, cut to each chunk)."""
     import numpy as np
 
-    from ..empty_windows import empty_window_factors, write_empty_windows
+    from .._ops.openvino import empty_window_factors, write_empty_windows
 
     factors = empty_window_factors(spec, input_shape)
     if factors is None:
@@ -139,7 +137,7 @@ def _onednn_empty_windows(y: Any, spec: Any, input_shape: tuple[int, ...]) -> An
 def _dask_pooled(args: argparse.Namespace, s: Settings, x: Any, avgpool_dask: Any) -> Any:
     """The lazy pooled array; every attribute is validated here, before any chunk is read. The
     attributes are the registry's (one mapping per dialect), as for a file."""
-    from ..dialect_registry import onnx_attributes, qlinear_attributes
+    from .settings import onnx_attributes, qlinear_attributes
 
     if args.dialect == "qlinear":
         attributes = qlinear_attributes(s)

@@ -62,7 +62,7 @@ def run_demo(out: TextIO | None = None) -> int:
     """Compute the worked examples of the ONNX AveragePool pages; 0 when every one matches."""
     import numpy as np
 
-    from .. import api
+    from .._ops import onnx as api
     from . import explain
     from .examples import EXAMPLES, EXPLAIN_EXAMPLE
 

@@ -32,7 +32,7 @@ EXAMPLES = [
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    from ..dialect_registry import DIALECTS
+    from .settings import DIALECTS
 
     parser.add_argument("input_shape", type=ints, help="input shape, e.g. 1x1x4 or 1,3,32,32")
     add_attribute_flags(parser, list(DIALECTS), quantized=False)
@@ -45,8 +45,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
-    from ..dialect_registry import DIALECTS
     from . import files, windows
+    from .settings import DIALECTS
 
     settings = settings_from_args(args)
     spatial_shape = spatial(args.input_shape, settings.channels_last)

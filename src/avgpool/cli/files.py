@@ -49,7 +49,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .. import tuning
+from .._core import tuning
 from .interrupts import set_sigint
 
 TENSOR_SUFFIXES = (".npy", ".npz")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import ModuleType
 
-    from ..dialect_registry import Settings
+    from .settings import Settings
 
 
 class UsageError(Exception):
@@ -85,7 +85,7 @@ def chunk_lengths(text: str) -> str | tuple[int | str, ...]:
 def auto_pad_mode(text: str) -> str:
     import argparse
 
-    from ..dialect_registry import AUTO_PAD_SPELLINGS, normalise_auto_pad
+    from .settings import AUTO_PAD_SPELLINGS, normalise_auto_pad
 
     if text.lower() not in AUTO_PAD_SPELLINGS:
         raise argparse.ArgumentTypeError(
@@ -114,7 +114,7 @@ def add_command(commands: argparse._SubParsersAction, name: str, command: Module
 
 
 def add_attribute_flags(parser: argparse.ArgumentParser, dialects: Sequence[str], *, quantized: bool = True) -> None:
-    from ..dialect_registry import ROUNDINGS
+    from .settings import ROUNDINGS
 
     group = parser.add_argument_group("pooling attributes (one set of flags for every dialect)")
     group.add_argument("--dialect", default="onnx", choices=list(dialects), help="whose rules to follow (default onnx)")
@@ -170,7 +170,7 @@ _QUANTIZED_DEFAULTS = {"x_scale": 1.0, "x_zero_point": 0, "y_scale": 1.0, "y_zer
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The flags as one dialect-neutral :class:`Settings`."""
-    from ..dialect_registry import DIALECTS, Settings
+    from .settings import DIALECTS, Settings
 
     if args.pads is not None and (args.pads_begin is not None or args.pads_end is not None):
         raise UsageError("give either --pads (ONNX's flat list) or --pads-begin/--pads-end, not both")
@@ -237,10 +237,10 @@ def output_shape(input_shape: Sequence[int], spatial_out: Sequence[int], channel
 
 def dialect_label(name: str, settings: Settings) -> str:
     """The operator the flags name, as the commands print it: e.g. ONNX AveragePool-19 (opset 22)."""
-    from ..dialect_registry import DIALECTS
+    from .settings import DIALECTS
 
     if name == "onnx":
-        from ..dialects import onnx as onnx_dialect
+        from .._ops import onnx as onnx_dialect
 
         return f"ONNX AveragePool-{onnx_dialect.op_version(settings.opset)} (opset {settings.opset})"
     if name == "openvino":

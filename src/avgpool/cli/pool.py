@@ -65,7 +65,7 @@ EXAMPLES = [
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    from ..dialect_registry import POOL_DIALECTS
+    from .settings import POOL_DIALECTS
 
     parser.add_argument("input", help="input file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
     parser.add_argument("output", help="output file: .npy, .npz, .png, .jpg or .jpeg, or a zarr store (DIR.zarr)")
@@ -149,8 +149,8 @@ def _gathered(shape: tuple[int, ...], first: np.ndarray, rest: Iterator[np.ndarr
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
-    from ..dialect_registry import DIALECTS
     from . import files
+    from .settings import DIALECTS
 
     settings = settings_from_args(args)
     if files.is_zarr(args.input) or files.is_zarr(args.output):

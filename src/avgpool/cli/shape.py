@@ -21,15 +21,15 @@ EXAMPLES = [
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    from ..dialect_registry import DIALECTS
+    from .settings import DIALECTS
 
     parser.add_argument("input_shape", type=ints, help="input shape, e.g. 1x3x32x32 or 1,3,32,32")
     add_attribute_flags(parser, list(DIALECTS), quantized=False)
 
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
-    from ..dialect_registry import DIALECTS
-    from ..shape import infer_output_shape
+    from .._core.shape import infer_output_shape
+    from .settings import DIALECTS
 
     settings = settings_from_args(args)
     spatial(args.input_shape, settings.channels_last)  # a usage error before any dialect reads the shape

@@ -23,7 +23,7 @@ EXAMPLES = [
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
-    from ..first_calls import KINDS
+    from .._warmup import KINDS
 
     parser.epilog += f"\nkinds: {', '.join(KINDS)}"  # after the examples
     parser.add_argument("kinds", nargs="*", metavar="KIND", help="kinds to warm up (default: all)")
@@ -31,7 +31,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
     """Warm up the chosen kinds, a line each, then where compiled kernels are kept."""
-    from ..first_calls import cache_location, warmup
+    from .._warmup import cache_location, warmup
     from ..kernels import jit
 
     warmup(

@@ -1,17 +1,20 @@
-"""Normalisation of attribute values as the ecosystems write them (ints, sequences, 0/1 flags).
+"""The arguments every operator reads alike: attribute values as the ecosystems write them (ints,
+sequences, 0/1 flags), the input tensor and a shape given without data.
 
-Every helper names the attribute in its error; the dialect adds its own label around it.
+Every helper names the argument in its error; the operator adds its own label around it.
 """
 
 from __future__ import annotations
 
 import numbers
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import AvgPoolError
+from .._core.outputs import dtype_name
+from ..errors import AvgPoolError
 
 # Larger values cannot describe a real tensor and would overflow the int64 index arithmetic.
 MAX_ATTRIBUTE_VALUE = 2**40
@@ -83,3 +86,62 @@ def as_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise AvgPoolError(f"`{name}` is {value!r}: it must be one of {', '.join(repr(c) for c in choices)}")
     return value
+
+
+def refuse_masked(x: Any, name: str) -> None:
+    """A numpy masked array with masked values: its data would be pooled as if none were (numpy
+    drops the mask when it makes an array), a silent wrong answer where windows hold them."""
+    ma = sys.modules.get("numpy.ma")  # not imported: x cannot be one
+    if ma is not None and isinstance(x, ma.MaskedArray) and ma.is_masked(x):
+        raise AvgPoolError(
+            f"{name} is a masked array with {ma.count_masked(x)} masked values: pooling reads every value, "
+            "so fill them first (e.g. x.filled(np.nan)) or pass x.data"
+        )
+
+
+def as_input_array(
+    x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None
+) -> np.ndarray:
+    """The input as a numpy array of an allowed dtype and rank, in native byte order.
+
+    Any strides are kept (no copy); a byte-swapped array is converted once, because the
+    compiled kernels read native numbers.
+    """
+    refuse_masked(x, "the input")
+    try:
+        array = np.asarray(x)
+    except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
+        raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
+    if array.dtype.newbyteorder("=") not in [np.dtype(d) for d in allowed]:
+        raise AvgPoolError(
+            f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: "
+            f"it must be {allowed_text}"
+        )
+    if array.ndim < min_rank or (max_rank is not None and array.ndim > max_rank):
+        expected = f"at least {min_rank}" if max_rank is None else f"{min_rank} to {max_rank}"
+        raise AvgPoolError(
+            f"the input has rank {array.ndim} (shape {array.shape}): "
+            f"it must have {expected} dimensions (N x C x D1 ...)"
+        )
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+def as_input_shape(input_shape: Any) -> tuple[int, ...]:
+    """A shape given without data (the ``output_shape`` functions): a sequence of non-negative integers.
+
+    The rank is the dialect's to check.
+    """
+    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, (Sequence, np.ndarray)):
+        raise AvgPoolError(f"`input_shape` must be a sequence of integers, got {input_shape!r}")
+    shape = tuple(_shape_size(n) for n in input_shape)
+    if any(n < 0 for n in shape):
+        raise AvgPoolError(f"`input_shape` is {shape}: sizes must be non-negative")
+    return shape
+
+
+def _shape_size(value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise AvgPoolError(f"`input_shape` must hold integers, got {value!r}")
+    return int(value)

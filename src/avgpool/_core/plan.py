@@ -41,7 +41,7 @@ def axis_plan(
     geometry: AxisGeometry, divisor_rule: Divisor, any_pad: bool, start: int = 0, stop: int | None = None
 ) -> AxisPlan:
     """The windows of outputs ``start..stop`` of one axis (all by default): a tile of a long axis
-    needs only its own (:mod:`avgpool.tiles`)."""
+    needs only its own (:mod:`avgpool._core.tiles`)."""
     g = geometry
     stop = g.out if stop is None else stop
     j0, count = _tap_range(g, 0, g.length, start, stop)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import AvgPoolError
+from ..errors import AvgPoolError
 from .spec import Layout, PadMode, PoolSpec, Rounding
 
 

@@ -27,7 +27,7 @@ def _float(
     def call() -> None:
         import ml_dtypes  # noqa: F401 - numpy knows "bfloat16" by name once ml_dtypes is imported
 
-        from . import api
+        from ._ops import onnx as api
 
         x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(np.dtype(dtype))
         x.setflags(write=False)  # as a memory-mapped input is: the same compiled kernels serve writable ones
@@ -41,7 +41,7 @@ def _qlinear(
     dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), *, channels_last: bool = False, global_pool: bool = False
 ) -> Callable[[], None]:
     def call() -> None:
-        from .qlinear import qlinear_average_pool
+        from ._ops.qlinear import qlinear_average_pool
 
         x = (np.arange(int(np.prod(shape))) % 200 - (100 if dtype == "int8" else 0)).astype(dtype).reshape(shape)
         spatial = shape[1:-1] if channels_last else shape[2:]
@@ -52,7 +52,7 @@ def _qlinear(
 
 
 def _dialects() -> None:
-    from . import onednn, openvino
+    from ._ops import onednn, openvino
 
     x = np.ones((1, 2, 8, 8), np.float32)
     openvino.avg_pool(x, [3, 3], exclude_pad=True, pads_begin=[1, 1], pads_end=[1, 1], version=16)
@@ -87,7 +87,7 @@ KINDS: dict[str, Callable[[], None]] = {
     "qlinear-int8-threads": _qlinear("int8", _THREADED),
     "qlinear-nxc-threads": _qlinear("uint8", (2, 128, 128, 16), channels_last=True),
     "qlinear-int8-nxc-threads": _qlinear("int8", (2, 128, 128, 16), channels_last=True),
-    # channels first with short rows, through the channels-last kernel (qlinear_engine._ncx_through_nxc)
+    # channels first with short rows, through the channels-last kernel (quantized_pools._ncx_through_nxc)
     "qlinear-uint8-short-rows": _qlinear("uint8", (1, 32, 8, 8)),
     "qlinear-int8-short-rows": _qlinear("int8", (1, 32, 8, 8)),
     "qlinear-short-rows-threads": _qlinear("uint8", (1, 256, 16, 16)),

@@ -5,13 +5,13 @@ dilations, pads, auto_pad, a rounding choice, whether pads count). Each :class:`
 
 - how to call its public pooling function with those settings (``avgpool.average_pool``,
   ``avgpool.openvino.avg_pool``, ``avgpool.onednn.avg_pool``, ``avgpool.qlinear.qlinear_average_pool``),
-  imported lazily so a dialect that this build lacks gives a clear message instead of a traceback;
-- which canonical :class:`~avgpool.spec.PoolSpec` the same settings give in that dialect
+  imported when first used;
+- which canonical :class:`~avgpool._core.spec.PoolSpec` the same settings give in that dialect
   (docs/semantics.md sections 2 to 5), which ``avgpool explain`` uses to show where the dialects differ.
 
 Both come from one mapping per dialect (``onnx_attributes``, ``openvino_attributes``, ...): the
 settings spelled as the keyword attributes of the dialect's public function, which is called with
-them, and given as they are to the dialect module's own translation (``avgpool.dialects.<name>``'s
+them, and given as they are to the dialect module's own translation (``avgpool._ops.<name>``'s
 ``make_spec``, QLinear's ``make_geometry``), the one the public function runs. So ``avgpool shape``
 and ``avgpool explain`` show what the function computes, or refuse what it refuses. PyTorch has no
 function in avgpool: its spec (docs/semantics.md: CEIL_DROP + PADDED_TAPS) is written here.
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from .attributes import as_int_tuple
-from .errors import AvgPoolError
-from .shape import spatial_shape_of
-from .spec import Divisor, Layout, PadMode, PoolSpec, Rounding
+from .._core.shape import spatial_shape_of
+from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
+from .._ops._args import as_int_tuple
+from ..errors import AvgPoolError
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 ROUNDINGS = ("floor", "ceil", "ceil_torch")
@@ -44,10 +44,6 @@ AUTO_PAD_SPELLINGS = {
     "same_lower": "SAME_LOWER",
     "valid": "VALID",
 }
-
-
-class DialectUnavailable(RuntimeError):
-    """The dialect's module is not part of this build (or an optional dependency is missing)."""
 
 
 @dataclass(frozen=True)
@@ -128,11 +124,9 @@ def normalise_auto_pad(value: str) -> str:
 # cannot disagree with what the function computes.
 
 
-def _dialect_module(name: str, title: str) -> Any:
-    try:
-        return importlib.import_module(f"{__package__}.dialects.{name}")
-    except ImportError:  # pragma: no cover - every dialect is part of this build
-        raise DialectUnavailable(f"{title} is not available in this build of avgpool") from None
+def _dialect_module(name: str) -> Any:
+    """The operator module of dialect ``name`` (:mod:`avgpool._ops`)."""
+    return importlib.import_module(f"avgpool._ops.{name}")
 
 
 def _has_dilations(settings: Settings) -> bool:
@@ -153,7 +147,7 @@ def onnx_attributes(s: Settings) -> dict[str, Any]:
 
 
 def onnx_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
-    onnx_dialect = _dialect_module("onnx", "the ONNX dialect")
+    onnx_dialect = _dialect_module("onnx")
     return onnx_dialect.make_spec(onnx_dialect.op_version(s.opset), input_shape, **onnx_attributes(s))
 
 
@@ -177,7 +171,7 @@ def openvino_attributes(s: Settings) -> dict[str, Any]:
 
 
 def openvino_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
-    openvino_dialect = _dialect_module("openvino", "the OpenVINO dialect")
+    openvino_dialect = _dialect_module("openvino")
     version = openvino_dialect.check_version(s.version)  # as avg_pool checks it before make_spec
     return openvino_dialect.make_spec(version, input_shape, **openvino_attributes(s))
 
@@ -201,7 +195,7 @@ def onednn_attributes(s: Settings) -> dict[str, Any]:
 
 
 def onednn_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
-    onednn_dialect = _dialect_module("onednn", "the oneDNN dialect")
+    onednn_dialect = _dialect_module("onednn")
     return onednn_dialect.make_spec(input_shape, onednn_dialect.parse_layout(s.layout.value), **onednn_attributes(s))
 
 
@@ -222,7 +216,7 @@ def qlinear_attributes(s: Settings) -> dict[str, Any]:
 
 
 def qlinear_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
-    qlinear_dialect = _dialect_module("qlinear", "the QLinearAveragePool dialect")
+    qlinear_dialect = _dialect_module("qlinear")
     return qlinear_dialect.make_geometry(input_shape, **qlinear_attributes(s)).spec
 
 
@@ -283,48 +277,30 @@ def _pytorch_input_spec(s: Settings, input_shape: tuple[int, ...]) -> PoolSpec:
 # ---------------------------------------------------------------- calling each dialect
 
 
-def _load(module: str, attribute: str, title: str, extra: str = "") -> Callable[..., Any]:
-    try:
-        found = importlib.import_module(module)
-    except ImportError as err:
-        missing = getattr(err, "name", None)
-        if missing and not missing.startswith("avgpool"):
-            raise DialectUnavailable(f"{title} needs the package {missing!r}{extra}") from None
-        found = None
-    function = getattr(found, attribute, None) if found is not None else None
-    if function is None:
-        raise DialectUnavailable(f"{title} is not available in this build of avgpool ({module}.{attribute} is missing)")
-    return function
-
-
 def _call_onnx(x: np.ndarray, s: Settings) -> np.ndarray:
-    from .api import average_pool
+    from .._ops.onnx import average_pool
 
     return average_pool(x, **onnx_attributes(s), opset=s.opset, layout=s.layout.value)
 
 
 def _call_openvino(x: np.ndarray, s: Settings) -> np.ndarray:
-    avg_pool = _load("avgpool.openvino", "avg_pool", "the OpenVINO dialect")
+    from .._ops.openvino import avg_pool
+
     return avg_pool(x, **openvino_attributes(s), version=s.version)
 
 
 def _call_onednn(x: np.ndarray, s: Settings) -> np.ndarray:
-    avg_pool = _load("avgpool.onednn", "avg_pool", "the oneDNN dialect")
+    from .._ops.onednn import avg_pool
+
     return avg_pool(x, **onednn_attributes(s), data_format=s.layout.value)
 
 
 def _call_qlinear(x: np.ndarray, s: Settings) -> np.ndarray:
-    from .onnx import _qlinear_function  # the same lookup the ONNX evaluator uses
+    from .._ops.qlinear import qlinear_average_pool
 
-    function = _qlinear_function()
-    if function is None:
-        raise DialectUnavailable(
-            "the QLinearAveragePool dialect is not available in this build of avgpool "
-            "(avgpool.qlinear.qlinear_average_pool is missing)"
-        )
     # plain Python numbers, which the function reads as onnxruntime reads its tensors (float32
     # scales, zero points of X's dtype), refusing out-of-range ones with its own messages
-    return function(x, s.x_scale, s.x_zero_point, s.y_scale, s.y_zero_point, **qlinear_attributes(s))
+    return qlinear_average_pool(x, s.x_scale, s.x_zero_point, s.y_scale, s.y_zero_point, **qlinear_attributes(s))
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ class PoolSpec:
     """A validated, dialect-free description of one pooling operation.
 
     ``pads`` holds (begin, end) per axis; with any pad mode but EXPLICIT it is all zeros and the
-    real pads are resolved from the input length by :mod:`avgpool.shape`.
+    real pads are resolved from the input length by :mod:`avgpool._core.shape`.
     """
 
     kernel: tuple[int, ...]

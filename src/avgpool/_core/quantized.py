@@ -2,8 +2,8 @@
 
 :class:`Geometry` (the canonical spec and onnxruntime's choice of path for one input shape) and
 :class:`QuantParams` (the scalar quantisation inputs) are made by the dialect
-(:mod:`avgpool.dialects.qlinear`, which re-exports them) and read by the engine
-(:mod:`avgpool.qlinear_engine`) and its tiles (:mod:`avgpool.tiles`). :func:`global_scale` is
+(:mod:`avgpool._ops.qlinear`, which re-exports them) and read by the engine
+(:mod:`avgpool._core.quantized_pools`) and its tiles (:mod:`avgpool._core.tiles`). :func:`global_scale` is
 the integer global path's arithmetic: its combined scale and onnxruntime's range check on it,
 which depend on the scales and so happen as the kernel's arguments are made.
 """
@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import AvgPoolError
+from ..errors import AvgPoolError
 from .spec import Layout, PoolSpec
 
 #: onnxruntime's integer global path refuses a combined scale outside [2**-32, 256) ...

@@ -127,7 +127,7 @@ class Tuning:
     #: tests/test_running_boxes.py).
     exact_box_min_outputs: int = 16
 
-    # --- tiles (engine.prepare -> avgpool.tiles) ---
+    # --- tiles (engine.prepare -> avgpool._core.tiles) ---
     #: An axis with more outputs than this is pooled in tiles of tile_outputs outputs (the same
     #: bits): the window tables take 48 bytes per output along each axis, with plans and
     #: temporaries 200 (3.4 GiB over a 1 x 1 x 32M input and its output); tiled, 1x1x16M k2 s2
@@ -148,7 +148,7 @@ class Tuning:
     #: tests/test_dask.py sets 0: every chunk read waits for the kernels, and nothing deadlocks.
     dask_read_ahead_bytes: int = 256 << 20
 
-    # --- QLinearAveragePool (qlinear_engine) ---
+    # --- QLinearAveragePool (quantized_pools) ---
     #: Channels last, general path: below this many operations (input reads plus tap additions) a
     #: call runs on one thread. A shared call costs ~2.5 us more than a serial one (threads.run_pieces
     #: and the job board: 1x4x4x16 2x2 s2 0.58 us serial, 2.93 shared) and the kernel runs ~18

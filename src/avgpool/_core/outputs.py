@@ -1,61 +1,20 @@
-"""Checks on the data arguments (the tensor and ``out=``), shared by every dialect."""
+"""Checks on the output every operator shares: ``out=`` (:func:`out_target`) and an output too large
+for any memory (:func:`check_output_fits`)."""
 
 from __future__ import annotations
 
 import math
 import os
-import sys
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import AvgPoolError
+from ..errors import AvgPoolError
 
 
 def dtype_name(dtype: np.dtype) -> str:
     """A dtype as users write it (``bfloat16``, ``float32``), without the byte-order mark."""
     return np.dtype(dtype).newbyteorder("=").name
-
-
-def refuse_masked(x: Any, name: str) -> None:
-    """A numpy masked array with masked values: its data would be pooled as if none were (numpy
-    drops the mask when it makes an array), a silent wrong answer where windows hold them."""
-    ma = sys.modules.get("numpy.ma")  # not imported: x cannot be one
-    if ma is not None and isinstance(x, ma.MaskedArray) and ma.is_masked(x):
-        raise AvgPoolError(
-            f"{name} is a masked array with {ma.count_masked(x)} masked values: pooling reads every value, "
-            "so fill them first (e.g. x.filled(np.nan)) or pass x.data"
-        )
-
-
-def as_input_array(
-    x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None
-) -> np.ndarray:
-    """The input as a numpy array of an allowed dtype and rank, in native byte order.
-
-    Any strides are kept (no copy); a byte-swapped array is converted once, because the
-    compiled kernels read native numbers.
-    """
-    refuse_masked(x, "the input")
-    try:
-        array = np.asarray(x)
-    except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
-        raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
-    if array.dtype.newbyteorder("=") not in [np.dtype(d) for d in allowed]:
-        raise AvgPoolError(
-            f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: "
-            f"it must be {allowed_text}"
-        )
-    if array.ndim < min_rank or (max_rank is not None and array.ndim > max_rank):
-        expected = f"at least {min_rank}" if max_rank is None else f"{min_rank} to {max_rank}"
-        raise AvgPoolError(
-            f"the input has rank {array.ndim} (shape {array.shape}): "
-            f"it must have {expected} dimensions (N x C x D1 ...)"
-        )
-    if not array.dtype.isnative:
-        array = array.astype(array.dtype.newbyteorder("="))
-    return array
 
 
 def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -84,25 +43,6 @@ def out_target(out: Any, x: np.ndarray, shape: tuple[int, ...], dtype: np.dtype)
     if plain.flags.c_contiguous and not np.may_share_memory(plain, x):
         return plain, False
     return np.empty(shape, dtype), True
-
-
-def as_input_shape(input_shape: Any) -> tuple[int, ...]:
-    """A shape given without data (the ``output_shape`` functions): a sequence of non-negative integers.
-
-    The rank is the dialect's to check.
-    """
-    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, (Sequence, np.ndarray)):
-        raise AvgPoolError(f"`input_shape` must be a sequence of integers, got {input_shape!r}")
-    shape = tuple(_shape_size(n) for n in input_shape)
-    if any(n < 0 for n in shape):
-        raise AvgPoolError(f"`input_shape` is {shape}: sizes must be non-negative")
-    return shape
-
-
-def _shape_size(value: Any) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise AvgPoolError(f"`input_shape` must hold integers, got {value!r}")
-    return int(value)
 
 
 def _memory_limit() -> int | None:

@@ -1,4 +1,9 @@
-"""The public ONNX AveragePool entry points: ``average_pool`` and ``output_shape``."""
+"""ONNX AveragePool, opsets 1 to 22, in one place: the attribute rules (attributes -> one
+validated :class:`~avgpool._core.spec.PoolSpec`, docs/semantics.md 5.1), :func:`average_pool`,
+:class:`AveragePool` (the operator with its attributes fixed) and :func:`output_shape`.
+
+The engine below (:mod:`avgpool._core`) knows no attribute names; this module is the only code
+that knows ONNX's."""
 
 from __future__ import annotations
 
@@ -6,14 +11,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
-from . import caches, engine
-from .dialects import onnx as onnx_dialect
-from .errors import AvgPoolError, error_context
-from .inputs import as_input_array, as_input_shape
-from .memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
-from .shape import infer_output_shape
+from .._core import caches, engine
+from .._core.memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
+from .._core.shape import infer_output_shape
+from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
+from ..errors import AvgPoolError, error_context, labelled
+from ._args import (
+    as_choice,
+    as_flag,
+    as_input_array,
+    as_input_shape,
+    as_int_tuple,
+    check_dilated_extents,
+    spatial_axes_text,
+)
 
 #: average_pool's scalar defaults, the objects themselves (its memo key leaves them out when a call
 #: passes these very objects)
@@ -77,7 +91,7 @@ def average_pool(
             try:  # memo.call_prepared inlined: a call frame is ~0.07 us of a ~2.8 us tiny call
                 return prepared(x, out)
             except AvgPoolError as err:  # only `out` can be wrong here
-                raise AvgPoolError(f"{label}: {err}") from None
+                raise labelled(label, err) from None
     # memo.call_key spelled out, None tested before calling ints, the entry read from the dict
     # itself and the prepared pool called here: this is the call whose overhead counts
     # (benchmarks/bench.py, "function" column)
@@ -145,7 +159,7 @@ def average_pool(
     try:
         return prepared(x, out)
     except AvgPoolError as err:  # only `out` can be wrong here
-        raise AvgPoolError(f"{label}: {err}") from None
+        raise labelled(label, err) from None
 
 
 def _validated_call(
@@ -162,10 +176,10 @@ def _validated_call(
     opset: Any,
     layout: Any,
 ) -> np.ndarray:
-    """A call not remembered: validated, its pool prepared (:func:`avgpool.engine.prepare`), and
+    """A call not remembered: validated, its pool prepared (:func:`avgpool._core.engine.prepare`), and
     remembered under ``key`` when it has one and ``x`` is used as it is."""
-    version = onnx_dialect.op_version(opset)
-    label = onnx_dialect.label(version)
+    version = op_version(opset)
+    label = operator_label(version)
     with error_context(label):
         array, spec, layout_ = _validated(
             x,
@@ -268,7 +282,7 @@ class AveragePool:
             opset=opset,
             layout=layout,
         )
-        self._version = onnx_dialect.op_version(opset)
+        self._version = op_version(opset)
         # per (shape, dtype), bounded by count and bytes like the function's memo, so that a pool
         # fed thousands of shapes keeps only the latest; but the latest is always kept, however
         # large its tables (its caller holds the pool to call it again)
@@ -283,8 +297,8 @@ class AveragePool:
                 try:
                     return prepared(x, out)
                 except AvgPoolError as err:  # only `out` can be wrong here
-                    raise AvgPoolError(f"{onnx_dialect.label(self._version)}: {err}") from None
-        with error_context(onnx_dialect.label(self._version)):
+                    raise labelled(operator_label(self._version), err) from None
+        with error_context(operator_label(self._version)):
             array, spec, layout = _validated(x, self._version, **self._attributes)
             prepared = engine.prepare(spec, array.shape, array.dtype, layout)
             if array is x:
@@ -306,9 +320,9 @@ def _validated(
     opset,
     layout,
 ):
-    allowed, allowed_text = onnx_dialect.dtypes(version)
+    allowed, allowed_text = dtypes(version)
     array = as_input_array(x, allowed, allowed_text, min_rank=3)
-    spec = onnx_dialect.make_spec(
+    spec = make_spec(
         version,
         array.shape,
         kernel_shape,
@@ -319,7 +333,7 @@ def _validated(
         count_include_pad=count_include_pad,
         dilations=dilations,
     )
-    return array, spec, onnx_dialect.parse_layout(layout)
+    return array, spec, parse_layout(layout)
 
 
 def output_shape(
@@ -342,11 +356,11 @@ def output_shape(
     >>> avgpool.output_shape((1, 1, 2, 2), [3, 3], strides=[3, 3], pads=[1, 1, 1, 1], ceil_mode=True)
     (1, 1, 1, 1)
     """
-    version = onnx_dialect.op_version(opset)
-    with error_context(onnx_dialect.label(version)):
+    version = op_version(opset)
+    with error_context(operator_label(version)):
         shape = _as_shape(input_shape)
-        layout_ = onnx_dialect.parse_layout(layout)
-        spec = onnx_dialect.make_spec(
+        layout_ = parse_layout(layout)
+        spec = make_spec(
             version,
             shape,
             kernel_shape,
@@ -364,3 +378,110 @@ def _as_shape(input_shape: Any) -> tuple[int, ...]:
     if len(shape) < 3:
         raise AvgPoolError(f"`input_shape` is {shape}: it needs at least 3 sizes (N x C x D1 ...)")
     return shape
+
+
+#: The opsets at which AveragePool changed; any other opset means the latest at or below it.
+VERSIONS = (1, 7, 10, 11, 19, 22)
+#: The newest opset checked to still use AveragePool-22 (onnx 1.23).
+NEWEST_KNOWN_OPSET = 28
+
+_AUTO_PAD = {
+    "NOTSET": PadMode.EXPLICIT,
+    "SAME_UPPER": PadMode.SAME_UPPER,
+    "SAME_LOWER": PadMode.SAME_LOWER,
+    "VALID": PadMode.VALID,
+}
+_FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def op_version(opset: Any) -> int:
+    """The AveragePool version an opset uses (opset 13 -> 11)."""
+    valid = isinstance(opset, (int, np.integer)) and not isinstance(opset, (bool, np.bool_))
+    if not valid or not 1 <= int(opset) <= NEWEST_KNOWN_OPSET:
+        raise AvgPoolError(f"AveragePool: `opset` is {opset!r}: it must be an integer from 1 to {NEWEST_KNOWN_OPSET}")
+    opset = int(opset)
+    return max(v for v in VERSIONS if v <= opset)
+
+
+def operator_label(version: int) -> str:
+    return f"AveragePool-{version}"
+
+
+def dtypes(version: int) -> tuple[tuple[np.dtype, ...], str]:
+    """The input dtypes of a version, and how to say them."""
+    if version >= 22:
+        return _FLOAT_TYPES + (_BFLOAT16,), "float16, float32, float64 or bfloat16"
+    return _FLOAT_TYPES, f"float16, float32 or float64 (bfloat16 needs opset 22, this is opset {version}'s AveragePool)"
+
+
+def parse_layout(layout: Any) -> Layout:
+    if isinstance(layout, Layout):
+        return layout
+    return Layout(as_choice("layout", layout, ("NCX", "NXC")))
+
+
+def auto_pad_name(auto_pad: Any) -> str:
+    """auto_pad in ONNX's spelling, validated. The empty string is NOTSET: onnxruntime, OpenVINO
+    and onnx.reference accept it, and exported models write the default that way (semantics 3.5)."""
+    if isinstance(auto_pad, str) and auto_pad == "":
+        return "NOTSET"
+    return as_choice("auto_pad", auto_pad, tuple(_AUTO_PAD))
+
+
+def _absent_before(name: str, since: int, version: int) -> AvgPoolError:
+    return AvgPoolError(
+        f"`{name}` does not exist before AveragePool-{since} (opset {since}); this is AveragePool-{version}"
+    )
+
+
+def make_spec(
+    version: int,
+    input_shape: tuple[int, ...],
+    kernel_shape: Any,
+    *,
+    strides: Any = None,
+    pads: Any = None,
+    auto_pad: Any = "NOTSET",
+    ceil_mode: Any = False,
+    count_include_pad: Any = False,
+    dilations: Any = None,
+) -> PoolSpec:
+    """Validate ONNX attributes for an input shape and translate them."""
+    n = len(input_shape) - 2
+    axes_text = spatial_axes_text(input_shape)
+    kernel = as_int_tuple("kernel_shape", kernel_shape, n, axes_text, minimum=1)
+    strides_ = (1,) * n if strides is None else as_int_tuple("strides", strides, n, axes_text, minimum=1)
+    if dilations is not None and version < 19:
+        raise _absent_before("dilations", 19, version)
+    dilations_ = (1,) * n if dilations is None else as_int_tuple("dilations", dilations, n, axes_text, minimum=1)
+    check_dilated_extents("kernel_shape", kernel, dilations_)
+    flat_pads = (
+        (0,) * (2 * n)
+        if pads is None
+        else as_int_tuple(
+            "pads", pads, 2 * n, f"{axes_text} (pads need 2 values per axis: all begins, then all ends)", minimum=0
+        )
+    )
+    mode = _AUTO_PAD[auto_pad_name(auto_pad)]
+    if mode is not PadMode.EXPLICIT and any(flat_pads):
+        raise AvgPoolError(
+            f"`pads` is {flat_pads} with `auto_pad` {auto_pad!r}: explicit pads cannot be used with auto_pad"
+        )
+    ceil = as_flag("ceil_mode", ceil_mode)
+    if ceil and version < 10:
+        raise _absent_before("ceil_mode", 10, version)
+    include_pad = as_flag("count_include_pad", count_include_pad)
+    if include_pad and version < 7:
+        raise _absent_before("count_include_pad", 7, version)
+    # SAME gives ceil(L / s) outputs whatever ceil_mode says (semantics 3.1): floor after the pads.
+    rounding = Rounding.CEIL_DROP if ceil and mode not in (PadMode.SAME_UPPER, PadMode.SAME_LOWER) else Rounding.FLOOR
+    return PoolSpec(
+        kernel=kernel,
+        strides=strides_,
+        dilations=dilations_,
+        pads=tuple(zip(flat_pads[:n], flat_pads[n:])),
+        pad_mode=mode,
+        rounding=rounding,
+        divisor=Divisor.PADDED_TAPS if include_pad else Divisor.VALID_TAPS,
+    )

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels import columns
+from ..kernels.arguments import RunningTables
 from . import tuning
 from .caches import BoundedCache
-from .kernels import columns
-from .kernels.arguments import RunningTables
 from .plan import AxisPlan, make_plan, total_taps
 from .shape import AxisGeometry, resolve
 from .spec import Layout, PoolSpec
@@ -102,7 +102,7 @@ def block_size(geometry: AxisGeometry, taps: int, inner: int) -> int:
 
 def block_sizes(geometry: tuple[AxisGeometry, ...], channels: int) -> tuple[int, ...]:
     """:func:`block_size` of every axis of a slab with ``channels`` values per position: the one
-    rule for a whole input and its tiles (avgpool.tiles), whose sums must be the same."""
+    rule for a whole input and its tiles (avgpool._core.tiles), whose sums must be the same."""
     lengths = [g.length for g in geometry]
     return tuple(
         block_size(g, total_taps(g), channels * math.prod(lengths[axis + 1 :])) for axis, g in enumerate(geometry)
@@ -149,7 +149,7 @@ def tables_from_plans(
     plans: tuple[AxisPlan, ...], channels: int, blocks: tuple[int, ...], global_window: bool
 ) -> KernelTables:
     """The kernel's tables for window plans whose summation choices (block sizes, global sum)
-    are given: by the plans themselves, or for a tile (:mod:`avgpool.tiles`) by the whole
+    are given: by the plans themselves, or for a tile (:mod:`avgpool._core.tiles`) by the whole
     operator's plans, so that each window is summed as the whole array would sum it."""
     lengths = [p.geometry.length for p in plans]
     outs = [p.geometry.out for p in plans]
@@ -246,7 +246,7 @@ def _stride_two(plans: tuple[AxisPlan, ...]) -> bool:
     LANES / 2 outputs), along each axis windows of 3 taps from pad_begin 1 or of 2 from pad_begin
     0 or 1, every window holding a tap and a window of 3 its middle one (only a window's first
     and last tap can fall outside the plane)."""
-    from .kernels.small_planes import LANES
+    from ..kernels.small_planes import LANES
 
     g = plans[1].geometry
     if g.length > LANES or g.out > LANES // 2:
@@ -270,7 +270,7 @@ def small_plane_tables(
     height, width = (p.geometry.length for p in plans)
     scales0, scales1 = scales[: plans[0].geometry.out], scales[plans[0].geometry.out :]
     if kind == STRIDE_TWO:  # one plane's rows and columns (the kernel's _pool_stride_two)
-        from .kernels.small_planes import LANES
+        from ..kernels.small_planes import LANES
 
         lanes = LANES // 2
         (up, down), (left, right) = (_valid_edges(p) for p in plans)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import AvgPoolError
+from ..errors import AvgPoolError, labelled
 
 #: Scalar argument types calls are remembered by (by value, or by identity): values that cannot
 #: change and hash by value (not every numpy scalar: a structured one is a view of its array's row).
@@ -195,4 +195,4 @@ def call_prepared(prepared: Any, label: str, x: Any, out: Any) -> Any:
     try:
         return prepared(x, out)
     except AvgPoolError as err:
-        raise AvgPoolError(f"{label}: {err}") from None
+        raise labelled(label, err) from None

@@ -116,7 +116,7 @@ class _Crew:
     """The helper threads, the job board they watch, and the pools they can serve."""
 
     def __init__(self) -> None:
-        from .kernels import crew
+        from ..kernels import crew
 
         self.compiled = crew
         self.max_pieces = crew.MAX_PIECES

@@ -1,6 +1,6 @@
 """A prepared pool: the kernel, its arguments and its threading for one input shape, called with
 the data (:class:`PreparedPool`, the engine's one prepared-call type, float and quantized), made
-from kernel tables by :func:`prepare_tables` (QLinearAveragePool's by :mod:`.qlinear_engine`)."""
+from kernel tables by :func:`prepare_tables` (QLinearAveragePool's by :mod:`.quantized_pools`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from . import threads, tuning
-from .inputs import out_target
-from .kernels import columns
-from .kernels.arguments import SlabTables
+from ..kernels import columns
+from ..kernels.arguments import SlabTables
+from . import tuning, workers
+from .outputs import out_target
 from .spec import Layout
 from .tables import KernelTables, RunningPlan, band_and_scratch
 
@@ -26,7 +26,7 @@ class PreparedPool:
     """Everything about one (operator, input shape, dtype, layout) that does not depend on the
     data. A float pool holds its kernel's arguments and is called with the data: that costs the
     kernel and a few checks. QLinearAveragePool's kernel arguments depend on the quantisation
-    values too: :mod:`.qlinear_engine` makes them per set of values from ``quantized`` and runs
+    values too: :mod:`.quantized_pools` makes them per set of values from ``quantized`` and runs
     the pool with them through ``plan``."""
 
     out_shape: tuple[int, ...]
@@ -44,7 +44,7 @@ class PreparedPool:
     # the kernel's compiled entry for these arrays (flat: jit.flat_signature), called without
     # numba's dispatcher: no argument typing per call, and one specialisation for any input
     call: Callable[..., None] | None = field(init=False)
-    # with views: what qlinear_engine.run needs, in one tuple (each attribute lookup counts in a
+    # with views: what quantized_pools.run needs, in one tuple (each attribute lookup counts in a
     # 1-2 us call)
     plan: tuple = field(init=False)
 
@@ -55,7 +55,7 @@ class PreparedPool:
             object.__setattr__(self, "plan", ())
             return
         if self.views is None:
-            from .kernels import jit
+            from ..kernels import jit
 
             bits = np.dtype(np.uint16) if self.as_bits else self.dtype
             entry = jit.compiled(self.kernel, jit.flat_signature(bits, bits, self.kernel_args)).entry_point
@@ -81,7 +81,7 @@ class PreparedPool:
         else:
             out_flags = out.flags if type(out) is np.ndarray else None
             if out_flags is None or out.shape != self.out_shape or out.dtype != self.dtype or not out_flags.writeable:
-                # an ndarray subclass, or a wrong out (inputs.out_target raises, naming what is wrong)
+                # an ndarray subclass, or a wrong out (outputs.out_target raises, naming what is wrong)
                 target, copy = out_target(out, x, self.out_shape, self.dtype)
                 self(x, target)
                 if copy:
@@ -101,7 +101,7 @@ class PreparedPool:
         if self.pieces == 1:  # the common small call: no thread machinery in the way
             self.call(flat_x, flat_out, 0, self.items, *self.kernel_args)
         else:
-            threads.run_pieces(self.kernel, flat_x, flat_out, self.items, self.pieces, self.kernel_args)
+            workers.run_pieces(self.kernel, flat_x, flat_out, self.items, self.pieces, self.kernel_args)
         if target is not out:
             out[...] = target
         return out
@@ -116,7 +116,7 @@ def _view_entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view:
     read-only input runs the same code."""
     from numba import typeof, types
 
-    from .kernels.jit import compiled, flat_signature
+    from ..kernels.jit import compiled, flat_signature
 
     tab = np.empty(0, np.int64)
     if len(x_view) == 1 and len(out_view) == 1:
@@ -137,7 +137,7 @@ def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -
     """The address of ``kernel`` compiled for flat ``dtype`` arrays and ``args`` (the float64
     fallback of the exact kernel), or None (then the exact kernel is not used) if this numba
     lacks the internals that :func:`.kernels.crew.native_address` relies on."""
-    from .kernels import crew
+    from ..kernels import crew
 
     try:
         return crew.native_address(kernel, np.empty(0, dtype), np.empty(0, dtype), args)
@@ -155,14 +155,14 @@ def prepare_tables(
 ) -> PreparedPool:
     """The kernel choice and threading for an input ``shape`` pooled by the tables ``t`` (and,
     float32 only, the exact running sums where a slab's values allow)."""
-    from .kernels import separable  # compiled lazily: importing avgpool stays fast
+    from ..kernels import separable  # compiled lazily: importing avgpool stays fast
 
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
     tune = tuning.current()
     work = math.prod(shape)
     parts = _slab_parts(slabs, channels, work, dtype, t, running)
     items = slabs * parts
-    pieces = threads.pieces_for(items, work, tune.parallel_min_elements, tune.many_pieces_elements)
+    pieces = workers.pieces_for(items, work, tune.parallel_min_elements, tune.many_pieces_elements)
     budget = tune.overlapping_group_scratch_bytes if t.windows_overlap else tune.group_scratch_bytes
     group = 1 if parts > 1 else max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
@@ -171,7 +171,7 @@ def prepare_tables(
         fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
         if fallback is None:
             return PreparedPool(out_shape, dtype, items, separable.pool_slabs, args, pieces, False)
-        from .kernels import running as exact
+        from ..kernels import running as exact
 
         return PreparedPool(
             out_shape, dtype, items, exact.pool_slabs_exact, (slab_tables, running, fallback), pieces, False
@@ -210,7 +210,7 @@ def _slab_parts(
     else:
         most = 1 if axes[0, columns.BLOCK] > 0 else int(axes[0, columns.OUTPUTS])
     tune = tuning.current()
-    wanted = threads.pieces_for(slabs * most, work, tune.parallel_min_elements, tune.many_pieces_elements)
+    wanted = workers.pieces_for(slabs * most, work, tune.parallel_min_elements, tune.many_pieces_elements)
     return 1 if wanted <= max(1, slabs) else min(most, -(-wanted // slabs))
 
 

@@ -1,9 +1,9 @@
-"""Run QLinearAveragePool: onnxruntime geometry -> window tables (from :mod:`avgpool.plan`) -> kernel.
+"""Run QLinearAveragePool: onnxruntime geometry -> window tables (from :mod:`avgpool._core.plan`) -> kernel.
 
-The geometry (:class:`avgpool.quantized.Geometry`) comes validated from the dialect
-(:func:`avgpool.dialects.qlinear.make_geometry`): this module translates no attribute. What
+The geometry (:class:`avgpool._core.quantized.Geometry`) comes validated from the dialect
+(:func:`avgpool._ops.qlinear.make_geometry`): this module translates no attribute. What
 depends only on (geometry, input shape, dtype) is :func:`prepare`'s
-:class:`~avgpool.pools.PreparedPool`, the engine's one prepared-call type (cached by the caller:
+:class:`~avgpool._core.pools.PreparedPool`, the engine's one prepared-call type (cached by the caller:
 :func:`avgpool.qlinear.prepare_cached`), and the kernel's arguments for each set of scales and
 zero points are cached in it (:func:`kernel_args`; one tuple, so that helper threads recognise
 the job): a repeated call costs a dtype check, two dictionary lookups, one allocation and the
@@ -12,39 +12,58 @@ kernel.
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import threads, tuning
-from .inputs import check_output_fits, out_target
+from . import tuning, workers
+from .outputs import check_output_fits, out_target
 from .plan import make_plan
 from .pools import PreparedPool
 from .quantized import Geometry, QuantParams, global_scale
-from .shape import infer_output_shape
+from .shape import infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout
+from .tiles import QLinearTiling, QuantizedEngine, tile_regions
 
 _ARGS_CACHE = 64
 
-_EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC, _NCX_THROUGH_NXC, _TILED = range(7)
-_KERNEL_NAMES = {
-    _GENERAL_NCX: "pool_ncx",
-    _GENERAL_NXC: "pool_nxc",
-    _GLOBAL_NCX: "global_ncx",
-    _GLOBAL_NXC: "global_nxc",
-    _NCX_THROUGH_NXC: "pool_ncx_through_nxc",
-}
+
+class QuantizedPath(enum.Enum):
+    """Which kernel a prepared QLinearAveragePool runs (:func:`_kernel`), or none."""
+
+    EMPTY = "an empty output"
+    GENERAL_NCX = "channels first"
+    GENERAL_NXC = "channels last"
+    GLOBAL_NCX = "global, channels first"
+    GLOBAL_NXC = "global, channels last"
+    NCX_THROUGH_NXC = "channels first with short rows, through the channels-last kernel"
+    TILED = "tile by tile (a very long axis)"
 
 
-def _kernel(kind: int) -> Any:
-    """The compiled kernel of a path; imported on first use, so that importing avgpool stays fast."""
-    if kind not in _KERNEL_NAMES:
-        return None
-    from .kernels import qlinear_kernels
+# module names for the members: read on every call, where a class attribute costs more
+_EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC, _NCX_THROUGH_NXC, _TILED = QuantizedPath
+_KERNELS: dict[QuantizedPath, Any] = {}
 
-    return getattr(qlinear_kernels, _KERNEL_NAMES[kind])
+
+def _kernel(path: QuantizedPath) -> Any:
+    """The compiled kernel of a path (None for an empty output or tiles); the kernels module is
+    imported on first use, so that importing avgpool stays fast."""
+    if not _KERNELS:
+        from ..kernels import qlinear_kernels as k
+
+        _KERNELS.update(
+            {
+                _GENERAL_NCX: k.pool_ncx,
+                _GENERAL_NXC: k.pool_nxc,
+                _GLOBAL_NCX: k.global_ncx,
+                _GLOBAL_NXC: k.global_nxc,
+                _NCX_THROUGH_NXC: k.pool_ncx_through_nxc,
+            }
+        )
+    return _KERNELS.get(path)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -55,11 +74,11 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class QuantizedTables:
-    """What a prepared QLinearAveragePool (a :class:`~avgpool.pools.PreparedPool`'s ``quantized``)
+    """What a prepared QLinearAveragePool (a :class:`~avgpool._core.pools.PreparedPool`'s ``quantized``)
     makes its kernel arguments from, per set of quantisation values."""
 
     geometry: Geometry
-    kind: int  # which kernel: _EMPTY, _GENERAL_NCX, ...
+    kind: QuantizedPath  # which kernel
     tables: tuple[np.ndarray, ...]  # general path: tab's header and window tables, and the divisors
     args: dict = field(default_factory=dict)  # quantisation values -> kernel arguments
 
@@ -67,7 +86,7 @@ class QuantizedTables:
 def _prepared(
     geometry: Geometry,
     out_shape: tuple[int, ...],
-    kind: int,
+    kind: QuantizedPath,
     x_view: tuple[int, ...],
     out_view: tuple[int, ...],
     items: int,
@@ -110,7 +129,7 @@ def _make_scalars(prepared: PreparedPool, params: QuantParams) -> tuple[np.ndarr
     """The kernel's ``tab`` for these quantisation values (see :mod:`.kernels.qlinear_kernels`),
     in a 1-tuple (none for an empty output). Writable: numba types a read-only array argument
     more slowly; never written: it is the engine's own."""
-    from .kernels import qlinear_kernels as k
+    from ..kernels import qlinear_kernels as k
 
     q = prepared.quantized
     if q.kind in (_GLOBAL_NCX, _GLOBAL_NXC):
@@ -144,7 +163,7 @@ def _make_scalars(prepared: PreparedPool, params: QuantParams) -> tuple[np.ndarr
 
 def _pieces(work: int, items: int, parallel_from: int | None = None) -> int:
     t = tuning.current()
-    return threads.pieces_for(
+    return workers.pieces_for(
         items, work, t.qlinear_parallel_work if parallel_from is None else parallel_from, t.qlinear_many_pieces_work
     )
 
@@ -174,8 +193,8 @@ def _general_tables(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The start of the general kernels' ``tab`` (header and window tables; the quantisation
     values are filled in per call by :func:`_make_scalars`) and the divisors, for the window
-    plans of an input (or of a tile, :mod:`avgpool.tiles`)."""
-    from .kernels import qlinear_kernels as k
+    plans of an input (or of a tile, :mod:`avgpool._core.tiles`)."""
+    from ..kernels import qlinear_kernels as k
 
     row_ptr, row_idx, row_factor = _row_tables(plans[:-1], spatial[:-1])
     last = plans[-1]
@@ -247,7 +266,7 @@ def _general_tables(
 
 def _taps(table: np.ndarray) -> int:
     """The taps of every window of one plane, from the start of a general kernel's ``tab``."""
-    from .kernels import qlinear_kernels as k
+    from ..kernels import qlinear_kernels as k
 
     row_taps = int(table[table[k.ROW_PTR] + table[k.ROWS_OUT]])
     return row_taps * int(table[table[k.COUNT] : table[k.COUNT] + table[k.OW]].sum())
@@ -299,20 +318,16 @@ def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> Prep
 
 
 def _tiled(shape: tuple[int, ...], dtype: np.dtype, out_shape: tuple[int, ...], geometry: Geometry) -> PreparedPool:
-    """An input with a very long axis, pooled tile by tile (:class:`avgpool.tiles.QLinearTiling`,
+    """An input with a very long axis, pooled tile by tile (:class:`avgpool._core.tiles.QLinearTiling`,
     whose tiles give the whole input's bits): the window tables of the whole axis would take
     ~80 bytes per output, a tile's take its own share (tests/test_memory_bounds.py). Its
     plan has no kernel and 0 pieces: :func:`run` and :func:`run_into` hand it to :func:`_pool_tiles`."""
-    from .tiles import qlinear_tiling
-
     tiling = qlinear_tiling(shape, dtype, geometry)
     return _prepared(geometry, out_shape, _TILED, shape, out_shape, 1, 0, (tiling,), in_shape=shape, dtype=dtype)
 
 
 def _pool_tiles(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, target: np.ndarray) -> None:
-    """A tiled pool's outputs into ``target``, tile after tile (:func:`avgpool.tiles.tile_regions`)."""
-    from .tiles import tile_regions
-
+    """A tiled pool's outputs into ``target``, tile after tile (:func:`avgpool._core.tiles.tile_regions`)."""
     (tiling,), (params,) = prepared.quantized.tables, kernel_args
     for outputs, take, put in tile_regions(tiling, x.ndim, tuning.current().tile_outputs):
         tiling.pool(x[take], outputs, params, out=target[put])
@@ -320,7 +335,7 @@ def _pool_tiles(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, targe
 
 def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> PreparedPool:
     """The general path for an input of ``shape`` whose windows are ``plans`` (a tile's, cut
-    from the whole operator's: :mod:`avgpool.tiles`)."""
+    from the whole operator's: :mod:`avgpool._core.tiles`)."""
     dtype = np.dtype(dtype)
     out_shape = list(shape)
     for axis, plan in zip(geometry.layout.spatial_axes(len(shape)), plans):
@@ -382,8 +397,8 @@ def _through_channels_last(channels: int, width: int, rows_out: int, ow: int) ->
     transposed (:func:`_ncx_through_nxc`): rows short enough that pool_ncx's loops along them
     are mostly set-up, channels enough for pool_nxc's, and not the planes pool_ncx sums
     ``PLANES`` at a time (one output row of at most ``PLANES_MAX_OW``). The measurements are
-    :attr:`avgpool.tuning.Tuning.qlinear_ncx_through_nxc_max_width`'s."""
-    from .kernels import qlinear_kernels as k
+    :attr:`avgpool._core.tuning.Tuning.qlinear_ncx_through_nxc_max_width`'s."""
+    from ..kernels import qlinear_kernels as k
 
     t = tuning.current()
     return (
@@ -406,7 +421,7 @@ def _ncx_through_nxc(
     with channels-last ``tables`` made for ``block`` channels: items are (image, block of
     channels), one block an image when there are several images, two halves of the channels
     (multiples of 16) for one image, so that two threads share it."""
-    from .kernels import qlinear_kernels as k
+    from ..kernels import qlinear_kernels as k
 
     batch, channels = shape[0], shape[1]
     header, div = tables
@@ -452,7 +467,7 @@ def run(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarray, ..
         if pieces == 1:
             call(x, out, 0, items, kernel_args[0])
         else:
-            threads.run_pieces(kernel, x, out, items, pieces, kernel_args)
+            workers.run_pieces(kernel, x, out, items, pieces, kernel_args)
     return result if out_how < 2 else out.reshape(out_shape)
 
 
@@ -464,7 +479,7 @@ def run_into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarra
     once the input has been read, as they do where ``out`` is not C-contiguous.
 
     The common case (a plain C-contiguous ``out`` of the right shape and dtype, apart from ``x``)
-    is told in one test: :func:`.inputs.out_target` and its overlap test cost ~0.6 us, most of a
+    is told in one test: :func:`.outputs.out_target` and its overlap test cost ~0.6 us, most of a
     small call's overhead (bench_qlinear.py's prepared column).
     """
     call, items, pieces, x_view, out_view, out_shape, x_how, out_how, kernel, dtype = prepared.plan
@@ -488,9 +503,22 @@ def run_into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarra
         if pieces == 1:
             call(x, flat, 0, items, kernel_args[0])
         else:
-            threads.run_pieces(kernel, x, flat, items, pieces, kernel_args)
+            workers.run_pieces(kernel, x, flat, items, pieces, kernel_args)
     elif not pieces:
         _pool_tiles(prepared, x, kernel_args, target)
     if copy:
         out[...] = target
     return out
+
+
+#: The functions a :class:`~avgpool._core.tiles.QLinearTiling` prepares and runs its tiles with.
+ENGINE = QuantizedEngine(prepare, prepare_plans, kernel_args, run, run_into)
+
+
+def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> QLinearTiling:
+    """The :class:`~avgpool._core.tiles.QLinearTiling` of a whole input of ``shape`` and ``dtype``
+    (uint8 or int8, checked by the caller) under the geometry its dialect made for that shape."""
+    out_shape = infer_output_shape(geometry.spec, shape, geometry.layout)
+    check_output_fits(out_shape, dtype, shape)
+    axes = resolve(geometry.spec, spatial_shape_of(shape, geometry.layout))
+    return QLinearTiling(geometry, tuple(shape), np.dtype(dtype), out_shape, axes, ENGINE)

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import tuning
 from .caches import BoundedCache
-from .inputs import check_output_fits
+from .outputs import check_output_fits
 from .pools import PreparedPool, prepare_tables
 from .shape import infer_output_shape, spatial_shape_of
 from .spec import Layout, PoolSpec

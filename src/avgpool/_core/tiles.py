@@ -23,14 +23,14 @@ input takes it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from . import pools, qlinear_engine, tuning
-from .inputs import check_output_fits, out_target
+from . import pools, tuning
+from .outputs import check_output_fits, out_target
 from .plan import AxisPlan, any_pad, axis_plan
 from .quantized import Geometry, QuantParams
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
@@ -49,7 +49,7 @@ def cut_plan(
     plan: AxisPlan, start: int, align: int = 1, min_length: int = 1, region: tuple[int, int] | None = None
 ) -> tuple[AxisPlan, int]:
     """Outputs ``start..start + n`` of one axis over the input they read, from ``plan``, their
-    windows in the whole axis's coordinates (:func:`avgpool.plan.axis_plan` of that range):
+    windows in the whole axis's coordinates (:func:`avgpool._core.plan.axis_plan` of that range):
     their plan in the tile's coordinates and the first input index of the tile's region (a
     multiple of ``align`` below the first tap read; the region ends after the last tap read, and
     holds at least ``min_length`` values where the axis has them), or the given ``region``
@@ -337,16 +337,30 @@ def exact_allowed(top: np.ndarray, bottom: np.ndarray, headroom: int) -> np.ndar
     return finite & in_range
 
 
+@dataclass(frozen=True)
+class QuantizedEngine:
+    """What :class:`QLinearTiling` prepares and runs its tiles with: the quantized engine's
+    functions (:data:`avgpool._core.quantized_pools.ENGINE`), handed in so that the engine, which
+    tiles long inputs, and the tiling import in one direction only."""
+
+    prepare: Callable[..., pools.PreparedPool]  # (shape, dtype, geometry): a tile of whole planes
+    prepare_plans: Callable[..., pools.PreparedPool]  # (shape, dtype, geometry, plans): a general tile
+    kernel_args: Callable[..., tuple]  # (prepared, params)
+    run: Callable[..., np.ndarray]  # (prepared, x, kernel_args)
+    run_into: Callable[..., np.ndarray]  # (prepared, x, kernel_args, out)
+
+
 @dataclass(frozen=True, eq=False)
 class QLinearTiling(_SharedPlans):
     """One QLinearAveragePool operator on one whole input: what its tiles share (as a
     :class:`Tiling`, the plans and prepared pools of tiles of one shape, made once)."""
 
-    geometry: Geometry  # the dialect's, for the whole input (avgpool.dialects.qlinear.make_geometry)
+    geometry: Geometry  # the dialect's, for the whole input (avgpool._ops.qlinear.make_geometry)
     shape: tuple[int, ...]
     dtype: np.dtype
     out_shape: tuple[int, ...]
     axes: tuple[AxisGeometry, ...]  # onnxruntime's geometry, canonical (explicit pads, floor rounding)
+    engine: QuantizedEngine = field(repr=False)
     _shared: dict = field(default_factory=dict, repr=False)
     tuned_by: tuning.Tuning = field(default_factory=tuning.current, repr=False)  # as Tiling.tuned_by
 
@@ -388,7 +402,7 @@ class QLinearTiling(_SharedPlans):
             found = self._shared.get(key)
             if found is None:
                 with tuning.using(self.tuned_by):
-                    found = qlinear_engine.prepare(shape, self.dtype, self.geometry)
+                    found = self.engine.prepare(shape, self.dtype, self.geometry)
                 self._remember(key, found)
             return found
         lengths = spatial_shape_of(shape, self.layout)
@@ -400,7 +414,7 @@ class QLinearTiling(_SharedPlans):
         found = self._shared.get(key) if key is not None else None
         if found is None:
             with tuning.using(self.tuned_by):
-                found = qlinear_engine.prepare_plans(shape, self.dtype, self.geometry, tuple(c[0] for c in cuts))
+                found = self.engine.prepare_plans(shape, self.dtype, self.geometry, tuple(c[0] for c in cuts))
             if key is not None:
                 self._remember(key, found)
         return found
@@ -419,17 +433,8 @@ class QLinearTiling(_SharedPlans):
         x = np.ascontiguousarray(x)
         prepared = self.prepare(outputs, x.shape, starts)
         if out is None:
-            return qlinear_engine.run(prepared, x, qlinear_engine.kernel_args(prepared, params))
-        return qlinear_engine.run_into(prepared, x, qlinear_engine.kernel_args(prepared, params), out)
-
-
-def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> QLinearTiling:
-    """The :class:`QLinearTiling` of a whole input of ``shape`` and ``dtype`` (uint8 or int8,
-    checked by the caller) under the geometry its dialect made for that shape."""
-    out_shape = infer_output_shape(geometry.spec, shape, geometry.layout)
-    check_output_fits(out_shape, dtype, shape)
-    axes = resolve(geometry.spec, spatial_shape_of(shape, geometry.layout))
-    return QLinearTiling(geometry, tuple(shape), np.dtype(dtype), out_shape, axes)
+            return self.engine.run(prepared, x, self.engine.kernel_args(prepared, params))
+        return self.engine.run_into(prepared, x, self.engine.kernel_args(prepared, params), out)
 
 
 def tile_regions(tiling: Tiling | QLinearTiling, ndim: int, step: int) -> Iterator[tuple[Ranges, tuple, tuple]]:
@@ -447,10 +452,10 @@ def tile_regions(tiling: Tiling | QLinearTiling, ndim: int, step: int) -> Iterat
 
 @dataclass(frozen=True, eq=False)
 class TiledPool:
-    """The whole operator pooled tile by tile (:func:`avgpool.engine.prepare` for inputs with a
+    """The whole operator pooled tile by tile (:func:`avgpool._core.engine.prepare` for inputs with a
     very long axis): the window tables of a tile take memory in proportion to the tile, where
     the whole axis's would take 48 bytes per output (3.4 GiB more than a 1 x 1 x 32M input and
-    its output). The same interface as :class:`avgpool.pools.PreparedPool`."""
+    its output). The same interface as :class:`avgpool._core.pools.PreparedPool`."""
 
     tiling: Tiling
     tile_outputs: int  # outputs per tile along each axis
