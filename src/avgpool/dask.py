@@ -47,7 +47,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.task_spec import DataNode, List, Task, TaskRef
 
 from ._core import quantized_pools, tiles, tuning
-from ._core.quantized import Geometry, global_scale
+from ._core.quantization import Geometry, global_scale
 from ._core.shape import AxisGeometry
 from ._core.spec import Layout, PoolSpec
 from ._ops import onnx as onnx_dialect

@@ -1,6 +1,6 @@
 """Run QLinearAveragePool: onnxruntime geometry -> window tables (from :mod:`avgpool._core.plan`) -> kernel.
 
-The geometry (:class:`avgpool._core.quantized.Geometry`) comes validated from the dialect
+The geometry (:class:`avgpool._core.quantization.Geometry`) comes validated from the dialect
 (:func:`avgpool._ops.qlinear.make_geometry`): this module translates no attribute. What
 depends only on (geometry, input shape, dtype) is :func:`prepare`'s
 :class:`~avgpool._core.pools.PreparedPool`, the engine's one prepared-call type (cached by the caller:
@@ -23,7 +23,7 @@ from . import tuning, workers
 from .outputs import check_output_fits, out_target
 from .plan import make_plan
 from .pools import PreparedPool
-from .quantized import Geometry, QuantParams, global_scale
+from .quantization import Geometry, QuantParams, global_scale
 from .shape import infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout
 from .tiles import QLinearTiling, QuantizedEngine, tile_regions

@@ -32,7 +32,7 @@ import numpy as np
 from . import pools, tuning
 from .outputs import check_output_fits, out_target
 from .plan import AxisPlan, any_pad, axis_plan
-from .quantized import Geometry, QuantParams
+from .quantization import Geometry, QuantParams
 from .shape import AxisGeometry, infer_output_shape, resolve, spatial_shape_of
 from .spec import Layout, PoolSpec
 from .tables import block_sizes, headroom, is_global, running_plan_for, tables_from_plans, uses_running

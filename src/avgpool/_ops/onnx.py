@@ -8,14 +8,15 @@ that knows ONNX's."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
 
 from .._core import caches, engine
 from .._core.memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
+from .._core.pools import PreparedPool
 from .._core.shape import infer_output_shape
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context, labelled
@@ -229,22 +230,75 @@ _ndarray = np.ndarray
 #: can take its id while it is kept; bounded by caches.known_calls.
 _KNOWN = caches.known_calls()
 _FIND_KNOWN = _KNOWN.find
-#: The last call found through the key: its prepared pool and sequence objects.
-_REPEATED: tuple = (None, None, None, None, None)
 
 
-def _remember(x: np.ndarray, kernel_shape: Any, strides: Any, pads: Any, dilations: Any, *rest: Any) -> None:
+class _KnownCall(NamedTuple):
+    """A call kept by the identity of its argument objects (:data:`_KNOWN`): the objects, what
+    the input was, and what the call runs. Unpacked whole on every call (a tuple's unpacking,
+    faster than reading fields one by one)."""
+
+    kernel_shape: Any
+    strides: Any
+    pads: Any
+    dilations: Any
+    auto_pad: Any
+    ceil_mode: Any
+    count_include_pad: Any
+    opset: Any
+    layout: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    same_items: Callable[..., bool]  # the sequences still hold the values validated
+    prepared: PreparedPool
+    label: str
+
+
+#: The last call found through the key, a plain tuple (built on every such call): its prepared
+#: pool, kernel_shape, strides, pads and dilations.
+#: A call found twice in a row with the same objects is kept in _KNOWN.
+_NOT_FOUND = (None,) * 5
+_REPEATED = _NOT_FOUND
+
+
+def _remember(
+    x: np.ndarray,
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    dilations: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    opset: Any,
+    layout: Any,
+    prepared: PreparedPool,
+    label: str,
+) -> None:
     """Keep a call remembered in _CALLS in _KNOWN too: its key shows its scalars are immutable
     (:func:`.memo.plain`) and its sequences lists or tuples of ints, or None."""
-    *scalars, prepared, label = rest
     sequences = (kernel_shape, strides, pads, dilations)
-    _KNOWN.put(id(kernel_shape), (*sequences, *scalars, x.shape, x.dtype, same_items(sequences), prepared, label))
+    _KNOWN.put(
+        id(kernel_shape),
+        _KnownCall(
+            *sequences,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            opset,
+            layout,
+            x.shape,
+            x.dtype,
+            same_items(sequences),
+            prepared,
+            label,
+        ),
+    )
 
 
 @on_clear
 def _forget_repeated() -> None:
     global _REPEATED
-    _REPEATED = (None, None, None, None, None)
+    _REPEATED = _NOT_FOUND
 
 
 class AveragePool:

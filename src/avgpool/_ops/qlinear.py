@@ -13,15 +13,15 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .._core import caches, quantized_pools
 from .._core.memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
 from .._core.pools import PreparedPool
-from .._core.quantized import GLOBAL_MAX_IMAGE, Geometry, QuantParams
+from .._core.quantization import GLOBAL_MAX_IMAGE, Geometry, QuantParams
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context, labelled
 from ._args import as_flag, as_int_tuple, refuse_masked, spatial_axes_text
@@ -275,8 +275,6 @@ _PARAMS_CACHE = 256
 #: check, the pool, kernel arguments)
 _KNOWN = caches.known_calls()
 _FIND_KNOWN = _KNOWN.find
-#: The last call found through the key: its pool and argument objects.
-_REPEATED: tuple = (None,) * 8
 _run = quantized_pools.run
 _ndarray = np.ndarray
 
@@ -760,22 +758,73 @@ def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -
         raise labelled(LABEL, err) from None
 
 
-def _remember(x: np.ndarray, *args: Any) -> None:
+class _KnownCall(NamedTuple):
+    """A call kept by the identity of its argument objects (:data:`_KNOWN`): the objects, what
+    the input was, and what the call runs. Unpacked whole on every call (a tuple's unpacking,
+    faster than reading fields one by one)."""
+
+    kernel_shape: Any
+    strides: Any
+    pads: Any
+    x_scale: Any
+    x_zero_point: Any
+    y_scale: Any
+    y_zero_point: Any
+    auto_pad: Any
+    ceil_mode: Any
+    count_include_pad: Any
+    channels_last: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    same_items: Callable[..., bool]  # the sequences still hold the values validated
+    prepared: PreparedPool
+    kernel_args: tuple
+
+
+#: The last call found through the key, a plain tuple (built on every such call): its prepared
+#: pool, kernel_shape, strides, pads, x_scale, x_zero_point, y_scale and y_zero_point.
+#: A call found twice in a row with the same objects is kept in _KNOWN.
+_NOT_FOUND = (None,) * 8
+_REPEATED = _NOT_FOUND
+
+
+def _remember(
+    x: np.ndarray,
+    x_scale: Any,
+    x_zero_point: Any,
+    y_scale: Any,
+    y_zero_point: Any,
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    channels_last: Any,
+    prepared: PreparedPool,
+    kernel_args: tuple,
+) -> None:
     """Keep a call remembered in _CALLS in _KNOWN too (see there): its key shows its scalars are
     immutable (:func:`.memo.plain`) and its sequences lists or tuples of ints, or None."""
-    kernel_shape, strides, pads = args[4:7]
     _KNOWN.put(
         id(kernel_shape),
-        (
+        _KnownCall(
             kernel_shape,
             strides,
             pads,
-            *args[:4],
-            *args[7:11],
+            x_scale,
+            x_zero_point,
+            y_scale,
+            y_zero_point,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            channels_last,
             x.shape,
             x.dtype,
             same_items((kernel_shape, strides, pads)),
-            *args[11:],
+            prepared,
+            kernel_args,
         ),
     )
 
@@ -810,7 +859,7 @@ def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) ->
 def forget() -> None:
     """Forget the remembered calls (for tests that change the engine's tuning constants)."""
     global _REPEATED
-    _REPEATED = (None,) * 8
+    _REPEATED = _NOT_FOUND
     _KNOWN.clear()
     _CALLS.clear()
 
