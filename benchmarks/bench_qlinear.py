@@ -332,8 +332,8 @@ def run_row(w: Workload, nhwc: bool, rng: np.random.Generator, rounds: int, budg
     literal = literal_runner(w, x, nhwc, out_shape)
     engine = engine_runner(w, x, nhwc, out_shape)
     function.call()  # the function's memo now holds this call: check it is the engine runner's
-    known = _qlinear._KNOWN.get(id(w.attrs["kernel_shape"]))
-    if known is None or known[-2] is not engine.keep[0] or known[-1] is not engine.keep[1]:
+    known = _qlinear._MEMO.by_identity.get(id(w.attrs["kernel_shape"]))
+    if known is None or known[-1][0] is not engine.keep[0] or known[-1][1] is not engine.keep[1]:
         row.notes.append("WARNING: the engine runner's objects are not the function's memoised ones")
     runners = [prepared, function, literal, engine]
     for make in (ort_runner, torch_runner):

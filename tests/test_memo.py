@@ -95,12 +95,12 @@ def test_the_dialect_functions_remember_their_calls_too():
     kwargs = dict(strides=[2, 2], pads_begin=[3, 3], pads_end=[3, 3], exclude_pad=False, rounding_type="ceil")
     first = _fresh(openvino.avg_pool, x, [3, 3], **kwargs)  # windows starting past the end: -0.0 / NaN rules
     np.testing.assert_array_equal(openvino.avg_pool(x, [3, 3], **kwargs), first)
-    assert len(openvino._CALLS) == 1
+    assert len(openvino._MEMO.by_key) == 1
     nxc = np.moveaxis(x, 1, -1)
     kwargs = dict(strides=[2, 2], pads_begin=[1, 1], pads_end=[1, 1], exclude_pad=True)
     first = _fresh(onednn.avg_pool, nxc, [3, 3], **kwargs)
     np.testing.assert_array_equal(onednn.avg_pool(nxc, [3, 3], **kwargs), first)
-    assert len(onednn._CALLS) == 1
+    assert len(onednn._MEMO.by_key) == 1
     np.testing.assert_array_equal(_fresh(onednn.avg_pool, nxc, [3, 3], **kwargs), first)
 
 
@@ -109,7 +109,7 @@ def test_the_memo_is_bounded():
     for size in range(1, 8):
         for stride in range(1, 100):
             avgpool.average_pool(x[..., :size], [1, 1], strides=[stride, 1])
-    assert len(api._CALLS) <= 512
+    assert len(api._MEMO.by_key) <= 512
 
 
 def test_the_memo_holds_no_large_tables():
@@ -117,10 +117,10 @@ def test_the_memo_holds_no_large_tables():
     (48 bytes per output) are not kept beyond the engine's byte budget."""
 
     x = np.ones((1, 1, 1 << 20), np.float32)
-    before = len(api._CALLS)
+    before = len(api._MEMO.by_key)
     avgpool.average_pool(x, [2], strides=[1])  # ~1M outputs: ~48 MiB of tables
-    assert len(api._CALLS) == before
-    assert api._CALLS._bytes <= caches.CACHE_BYTES
+    assert len(api._MEMO.by_key) == before
+    assert api._MEMO.by_key._bytes <= caches.CACHE_BYTES
 
 
 def test_a_prepared_pool_keeps_a_bounded_number_of_shapes():
@@ -168,7 +168,7 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     x = np.random.default_rng(1).standard_normal((1, 2, 7, 9)).astype(np.float32)
     kernel, pads = [3, 3], [1, 1, 1, 1]
     first = avgpool.average_pool(x, kernel, pads=pads)
-    assert api._KNOWN.get(id(kernel))[0] is kernel
+    assert api._MEMO.by_identity.get(id(kernel))[0] is kernel
     np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
     kernel[1] = 2  # changed in place: not the call remembered
     np.testing.assert_array_equal(
@@ -180,7 +180,7 @@ def test_the_last_call_is_repeated_only_while_its_argument_objects_hold_the_same
     kernel[1] = 3
     for _ in range(2):  # remembered again as the last call
         np.testing.assert_array_equal(avgpool.average_pool(x, kernel, pads=pads), first)
-    assert api._KNOWN.get(id(kernel))[2] is pads
+    assert api._MEMO.by_identity.get(id(kernel))[2] is pads
     pads.append(0)  # a value more (same object, same first items): refused, not the call remembered
     with pytest.raises(avgpool.AvgPoolError, match="pads"):
         avgpool.average_pool(x, kernel, pads=pads)
@@ -202,8 +202,8 @@ def test_calls_that_build_their_lists_afresh_are_not_kept_as_the_last_call(monke
     # last call can never match, so keeping each (a copy of every list) would only cost time
     x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32)
     kept = []
-    remember = api._remember
-    monkeypatch.setattr(api, "_remember", lambda *args: kept.append(args[1]) or remember(*args))
+    put = api._MEMO.by_identity.put
+    monkeypatch.setattr(api._MEMO.by_identity, "put", lambda key, value: kept.append(value[0]) or put(key, value))
     memo.clear_all()
     results = [avgpool.average_pool(x, [2, 2], strides=[2, 2]) for _ in range(5)]
     assert len(kept) == 1  # the validated call only
@@ -212,7 +212,7 @@ def test_calls_that_build_their_lists_afresh_are_not_kept_as_the_last_call(monke
     kernel, strides = [2, 2], [2, 2]  # the same objects again and again: kept on the second call
     for _ in range(3):
         np.testing.assert_array_equal(avgpool.average_pool(x, kernel, strides=strides), results[0])
-    assert len(kept) == 2 and kept[1] is kernel and api._KNOWN.get(id(kernel))[0] is kernel
+    assert len(kept) == 2 and kept[1] is kernel and api._MEMO.by_identity.get(id(kernel))[0] is kernel
 
 
 def test_nodes_called_in_turn_with_their_own_lists_skip_the_key(monkeypatch):
@@ -232,8 +232,8 @@ def test_nodes_called_in_turn_with_their_own_lists_skip_the_key(monkeypatch):
     ]
     memo.clear_all()
     lookups = []
-    find = api._FIND
-    monkeypatch.setattr(api, "_FIND", lambda key: lookups.append(key) or find(key))
+    find = api._MEMO.by_key.find
+    monkeypatch.setattr(api._MEMO.by_key, "find", lambda key: lookups.append(key) or find(key))
     for round_ in range(3):
         for x, (kernel, strides, pads, _), want in zip(inputs, nodes, expected):
             np.testing.assert_array_equal(avgpool.average_pool(x, kernel, strides=strides, pads=pads), want)
@@ -242,7 +242,7 @@ def test_nodes_called_in_turn_with_their_own_lists_skip_the_key(monkeypatch):
             assert len(lookups) == 4
             lookups.clear()
     assert len(lookups) == 1  # the fourth node's second call, found by key again, is then kept
-    assert all(api._KNOWN.get(id(kernel))[0] is kernel for kernel, *_ in nodes)
+    assert all(api._MEMO.by_identity.get(id(kernel))[0] is kernel for kernel, *_ in nodes)
 
 
 def test_calls_kept_by_identity_are_bounded():
@@ -251,7 +251,7 @@ def test_calls_kept_by_identity_are_bounded():
         kernel, strides = [2, 2], [1, 1]
         for _ in range(2):
             avgpool.average_pool(x, kernel, strides=strides)
-    assert len(api._KNOWN) <= 64
+    assert len(api._MEMO.by_identity) <= 64
 
 
 def test_openvino_empty_windows_are_written_on_the_remembered_path_too():
@@ -263,7 +263,7 @@ def test_openvino_empty_windows_are_written_on_the_remembered_path_too():
         y = openvino.avg_pool(x, [1], strides=[3], rounding_type="ceil", exclude_pad=True)
         np.testing.assert_array_equal(y, np.array([[[1.0, 4.0, 0.0]]], np.float32))
         assert np.signbit(y[0, 0, 2])
-    assert len(openvino._CALLS) == 1
+    assert len(openvino._MEMO.by_key) == 1
 
 
 _ONEDNN = dict(strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0])
@@ -339,3 +339,22 @@ def test_qlinear_calls_with_the_default_scalars_and_with_others_get_their_own_re
         expected = _fresh(avgpool.qlinear_average_pool, x, 0.1, 3, 0.2, 5, [2, 2], strides=[2, 2], pads=pads, **kwargs)
         assert remembered.shape == expected.shape
         np.testing.assert_array_equal(remembered, expected)
+
+
+@pytest.mark.parametrize("module", ["openvino", "onednn"])
+def test_every_operator_remembers_calls_by_identity_too(monkeypatch, module):
+    # one mechanism for every operator (avgpool._ops._remember): the OpenVINO and oneDNN
+    # functions, called again with the very same objects, skip the key as average_pool does
+    ops = {"openvino": openvino, "onednn": onednn}[module]
+    x = np.random.default_rng(5).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    kernel, strides, begin, end = [2, 2], [1, 1], [0, 0], [0, 0]
+    call = lambda: ops.avg_pool(x, kernel, strides=strides, pads_begin=begin, pads_end=end, exclude_pad=True)  # noqa: E731
+    memo.clear_all()
+    first = call()
+    lookups = []
+    find = ops._MEMO.by_key.find
+    monkeypatch.setattr(ops._MEMO.by_key, "find", lambda key: lookups.append(key) or find(key))
+    for _ in range(3):
+        np.testing.assert_array_equal(call(), first)
+    assert lookups == []
+    assert ops._MEMO.by_identity.get(id(kernel))[0] is kernel

@@ -669,8 +669,8 @@ def test_nodes_called_in_turn_with_their_own_objects_skip_the_key(monkeypatch):
         expected.append(qlinear_average_pool(x, *scalars, list(kernel), strides=list(strides), channels_last=cl))
     qlinear.forget()
     keys = []
-    find = qlinear._FIND
-    monkeypatch.setattr(qlinear, "_FIND", lambda key: keys.append(key) or find(key))
+    find = qlinear._MEMO.by_key.find
+    monkeypatch.setattr(qlinear._MEMO.by_key, "find", lambda key: keys.append(key) or find(key))
     for round_ in range(3):
         for x, (scalars, kernel, strides, _, cl), want in zip(inputs, nodes, expected):
             assert np.array_equal(qlinear_average_pool(x, *scalars, kernel, strides=strides, channels_last=cl), want)
@@ -685,7 +685,7 @@ def test_the_last_call_is_repeated_only_with_unchanged_arguments(runner):
     x = np.arange(36, dtype=np.uint8).reshape(1, 1, 6, 6)
     kernel, strides, pads = [2, 2], [1, 1], [0, 0, 0, 0]
     first = ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
-    assert qlinear._KNOWN.get(id(kernel))[0] is kernel
+    assert qlinear._MEMO.by_identity.get(id(kernel))[0] is kernel
     assert np.array_equal(ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads)), first)
     y = x[:, :, ::-1, :].copy()  # another input of the same shape: the new data is pooled
     compare(runner, y, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
@@ -697,7 +697,7 @@ def test_the_last_call_is_repeated_only_with_unchanged_arguments(runner):
     kernel[:] = [2, 2]
     pads[2:] = [1, 1]
     compare(runner, x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))
-    assert qlinear._KNOWN.get(id(kernel))[0] is kernel
+    assert qlinear._MEMO.by_identity.get(id(kernel))[0] is kernel
     kernel[1] = 2.0  # equal to the item remembered, edited in place since: refused
     with pytest.raises(AvgPoolError, match="`kernel_shape` must be an integer"):
         ours(x, 0.5, 1, 0.25, 2, dict(kernel_shape=kernel, strides=strides, pads=pads))

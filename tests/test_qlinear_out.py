@@ -43,7 +43,7 @@ def _input(case: str, dtype: str, channels_last: int, threaded: bool = False) ->
 
 def _calls(x: np.ndarray, attrs: dict):
     """The three ways a call is answered: validated afresh, repeated with the very same argument
-    objects (qlinear._KNOWN), found in the memo by equal arguments (qlinear._CALLS)."""
+    objects (qlinear._MEMO.by_identity), found in the memo by equal arguments (qlinear._MEMO.by_key)."""
     qlinear.forget()
     fresh = {name: list(value) if isinstance(value, list) else value for name, value in attrs.items()}
     yield lambda out: qlinear_average_pool(x, *SCALARS, **fresh, out=out)

@@ -38,9 +38,10 @@ def held_bytes(value: object) -> int:
 
 
 def known_calls() -> Memo:
-    """A plain function's calls kept by the identity of their argument objects (api._KNOWN,
-    qlinear._KNOWN): at most 64, holding at most a quarter of CACHE_BYTES (prepared pools whose
-    tables pass a quarter of CACHE_ENTRY_BYTES are found by key instead)."""
+    """A plain function's calls kept by the identity of their argument objects (a ``CallMemo``'s
+    ``by_identity``, :mod:`avgpool._ops._remember`): at most 64, holding at most a quarter of
+    CACHE_BYTES (prepared pools whose tables pass a quarter of CACHE_ENTRY_BYTES are found by key
+    instead)."""
     return Memo(64, held_bytes, CACHE_BYTES // 4, CACHE_ENTRY_BYTES // 4)
 
 

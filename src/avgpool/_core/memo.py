@@ -38,18 +38,6 @@ def ints(value: Any) -> tuple[int, ...] | None:
     raise Unhashable
 
 
-def call_key(x: Any, sequences: tuple, scalars: tuple) -> tuple | None:
-    """The key a call on ``x`` is remembered by: its shape and dtype, the ``sequences`` of ints
-    (:func:`ints`) and the ``scalars`` with their types; None when ``x`` is not a plain ndarray or a
-    value is not one :func:`ints` or :func:`plain` remembers."""
-    if type(x) is not np.ndarray or not plain(scalars):
-        return None
-    try:
-        return x.shape, x.dtype, *map(ints, sequences), *map(type, scalars), *scalars
-    except Unhashable:
-        return None
-
-
 def plain(scalars: Sequence[Any]) -> bool:
     """Whether scalar arguments can be remembered by value with their types: immutable scalars
     only. A tuple, though hashable, compares by its items whatever their types (``(True,) ==

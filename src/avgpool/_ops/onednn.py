@@ -13,12 +13,13 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._core import caches, engine
-from .._core.memo import Memo, call_key, call_prepared
+from .._core import engine
+from .._core.memo import call_prepared
 from .._core.shape import infer_output_shape, output_length, resolved_pads
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context
 from ._args import as_choice, as_flag, as_input_array, as_input_shape, as_int_tuple, spatial_axes_text
+from ._remember import CallMemo, Miss
 
 LABEL = "oneDNN AvgPool"
 
@@ -139,9 +140,9 @@ def avg_pool(
     kernel, a ceil window starting past the end) raise :class:`avgpool.AvgPoolError`, as does any
     invalid value.
     """
-    key = call_key(x, (kernel, strides, pads_begin, pads_end), (exclude_pad, rounding_type, auto_pad, data_format))
-    found = _CALLS.get(key)
-    if found is not None:  # validated before: the prepared pool
+    args = (kernel, strides, pads_begin, pads_end, exclude_pad, rounding_type, auto_pad, data_format)
+    found = _recall(x, *args)
+    if type(found) is not Miss:  # validated before: the prepared pool
         return call_prepared(found, LABEL, x, out)
     with error_context(LABEL):
         array = as_input_array(x, DTYPES, DTYPES_TEXT, min_rank=0)
@@ -158,13 +159,17 @@ def avg_pool(
             auto_pad=auto_pad,
         )
         prepared = engine.prepare(spec, array.shape, array.dtype, layout)
-        if key is not None and array is x:
-            _CALLS.put(key, prepared)
+        _MEMO.keep(found.key, x, array, args, prepared)
         return prepared(array, out)
 
 
-#: Calls of :func:`avg_pool` validated before: key -> prepared pool.
-_CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
+#: Calls of :func:`avg_pool` validated before: the prepared pool of each.
+_MEMO = CallMemo(
+    ("kernel", "strides", "pads_begin", "pads_end"),
+    ("exclude_pad", "rounding_type", "auto_pad", "data_format"),
+    defaults={name: avg_pool.__kwdefaults__[name] for name in ("rounding_type", "auto_pad", "data_format")},
+)
+_recall = _MEMO.recall
 
 
 def output_shape(

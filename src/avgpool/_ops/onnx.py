@@ -8,15 +8,14 @@ that knows ONNX's."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from .._core import caches, engine
-from .._core.memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
-from .._core.pools import PreparedPool
+from .._core.memo import Memo, kept
 from .._core.shape import infer_output_shape
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context, labelled
@@ -29,6 +28,7 @@ from ._args import (
     check_dilated_extents,
     spatial_axes_text,
 )
+from ._remember import CallMemo, Miss
 
 #: average_pool's scalar defaults, the objects themselves (its memo key leaves them out when a call
 #: passes these very objects)
@@ -69,81 +69,12 @@ def average_pool(
 
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
-    known = _FIND_KNOWN(id(kernel_shape))
-    if known is not None:
-        # a call made before with the very same argument objects: no key to build (~0.4 us).
-        # One unpacking, then tests of locals: indexing the tuple per test costs more
-        ks, st, pd, dl, ap, cm, cip, op, lo, shape, dtype, same, prepared, label = known[0]
-        if (
-            kernel_shape is ks
-            and strides is st
-            and pads is pd
-            and dilations is dl
-            and auto_pad is ap
-            and ceil_mode is cm
-            and count_include_pad is cip
-            and opset is op
-            and layout is lo
-            and type(x) is _ndarray
-            and x.shape == shape
-            and x.dtype is dtype
-            and same(kernel_shape, strides, pads, dilations)
-        ):
-            try:  # memo.call_prepared inlined: a call frame is ~0.07 us of a ~2.8 us tiny call
-                return prepared(x, out)
-            except AvgPoolError as err:  # only `out` can be wrong here
-                raise labelled(label, err) from None
-    # memo.call_key spelled out, None tested before calling ints, the entry read from the dict
-    # itself and the prepared pool called here: this is the call whose overhead counts
-    # (benchmarks/bench.py, "function" column)
-    try:
-        if type(x) is not _ndarray:
-            key = None
-        else:
-            key = (
-                x.shape,
-                x.dtype,
-                ints(kernel_shape),
-                None if strides is None else ints(strides),
-                None if pads is None else ints(pads),
-                None if dilations is None else ints(dilations),
-            )
-            if not (
-                auto_pad is _NOTSET
-                and ceil_mode is False
-                and count_include_pad is False
-                and opset is _OPSET
-                and layout is _NCX
-            ):
-                # scalars that are not the defaults themselves, with their types; the defaults need
-                # no place in the key: five type() calls and ten items less to build and hash, ~0.3
-                # us of a call with literal lists (``average_pool(x, [3, 3])``), which cannot be _KNOWN
-                key += (
-                    type(auto_pad),
-                    auto_pad,
-                    type(ceil_mode),
-                    ceil_mode,
-                    type(count_include_pad),
-                    count_include_pad,
-                    type(opset),
-                    opset,
-                    type(layout),
-                    layout,
-                )
-        found = _FIND(key)
-    except (Unhashable, TypeError):  # a value with no key, or one that cannot be hashed (an array)
-        key = found = None
-    if found is None:
+    found = _recall(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+    if type(found) is Miss:
         return _validated_call(
-            x, out, key, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout
-        )
-    prepared, label = found[0]  # validated before: the prepared pool
-    global _REPEATED
-    was, ks, st, pd, dl = _REPEATED
-    if was is prepared and ks is kernel_shape and st is strides and pd is pads and dl is dilations:
-        # the same call twice in a row, with the same objects
-        _remember(
             x,
+            out,
+            found.key,
             kernel_shape,
             strides,
             pads,
@@ -153,10 +84,8 @@ def average_pool(
             count_include_pad,
             opset,
             layout,
-            prepared,
-            label,
         )
-    _REPEATED = (prepared, kernel_shape, strides, pads, dilations)
+    prepared, label = found  # validated before: the prepared pool
     try:
         return prepared(x, out)
     except AvgPoolError as err:  # only `out` can be wrong here
@@ -196,109 +125,20 @@ def _validated_call(
             layout=layout,
         )
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
-        if key is not None and array is x and plain((auto_pad, ceil_mode, count_include_pad, opset, layout)):
-            _CALLS.put(key, (prepared, label))
-            _remember(
-                x,
-                kernel_shape,
-                strides,
-                pads,
-                dilations,
-                auto_pad,
-                ceil_mode,
-                count_include_pad,
-                opset,
-                layout,
-                prepared,
-                label,
-            )
+        args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+        _MEMO.keep(key, x, array, args, (prepared, label))
         return prepared(array, out)
 
 
-#: Calls of :func:`average_pool` validated before: their key -> (prepared pool, operator label).
-_CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
-_FIND = _CALLS.find
+#: The calls of :func:`average_pool` validated before: (prepared pool, operator label) each.
+_MEMO = CallMemo(
+    ("kernel_shape", "strides", "pads", "dilations"),
+    ("auto_pad", "ceil_mode", "count_include_pad", "opset", "layout"),
+    optional=("strides", "pads", "dilations"),
+    defaults={"auto_pad": _NOTSET, "ceil_mode": False, "count_include_pad": False, "opset": _OPSET, "layout": _NCX},
+)
+_recall = _MEMO.recall
 _ndarray = np.ndarray
-#: Calls remembered by the identity of their argument objects, under ``id(kernel_shape)``, with
-#: their prepared pools: a model runner passes each node's own attribute lists on every call,
-#: node after node (avgpool.onnx's evaluator does), and such a call skips building the key. Kept
-#: as a call is validated, or when it comes twice in a row through the key with the very same
-#: sequence objects (its first call may have been found by another node's key): calls
-#: alternating between shapes, or building their lists afresh each time (``average_pool(x,
-#: [2, 2])``, never the same objects again), do not pay for keeping one on every call (it costs
-#: as much as the rest of the call). An entry holds its kernel_shape list, so that no other list
-#: can take its id while it is kept; bounded by caches.known_calls.
-_KNOWN = caches.known_calls()
-_FIND_KNOWN = _KNOWN.find
-
-
-class _KnownCall(NamedTuple):
-    """A call kept by the identity of its argument objects (:data:`_KNOWN`): the objects, what
-    the input was, and what the call runs. Unpacked whole on every call (a tuple's unpacking,
-    faster than reading fields one by one)."""
-
-    kernel_shape: Any
-    strides: Any
-    pads: Any
-    dilations: Any
-    auto_pad: Any
-    ceil_mode: Any
-    count_include_pad: Any
-    opset: Any
-    layout: Any
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    same_items: Callable[..., bool]  # the sequences still hold the values validated
-    prepared: PreparedPool
-    label: str
-
-
-#: The last call found through the key, a plain tuple (built on every such call): its prepared
-#: pool, kernel_shape, strides, pads and dilations.
-#: A call found twice in a row with the same objects is kept in _KNOWN.
-_NOT_FOUND = (None,) * 5
-_REPEATED = _NOT_FOUND
-
-
-def _remember(
-    x: np.ndarray,
-    kernel_shape: Any,
-    strides: Any,
-    pads: Any,
-    dilations: Any,
-    auto_pad: Any,
-    ceil_mode: Any,
-    count_include_pad: Any,
-    opset: Any,
-    layout: Any,
-    prepared: PreparedPool,
-    label: str,
-) -> None:
-    """Keep a call remembered in _CALLS in _KNOWN too: its key shows its scalars are immutable
-    (:func:`.memo.plain`) and its sequences lists or tuples of ints, or None."""
-    sequences = (kernel_shape, strides, pads, dilations)
-    _KNOWN.put(
-        id(kernel_shape),
-        _KnownCall(
-            *sequences,
-            auto_pad,
-            ceil_mode,
-            count_include_pad,
-            opset,
-            layout,
-            x.shape,
-            x.dtype,
-            same_items(sequences),
-            prepared,
-            label,
-        ),
-    )
-
-
-@on_clear
-def _forget_repeated() -> None:
-    global _REPEATED
-    _REPEATED = _NOT_FOUND
 
 
 class AveragePool:

@@ -22,8 +22,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._core import caches, engine
-from .._core.memo import Memo, call_key, call_prepared
+from .._core import engine
+from .._core.memo import call_prepared
 from .._core.plan import make_plan
 from .._core.shape import infer_output_shape, same_pads
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
@@ -38,6 +38,7 @@ from ._args import (
     check_dilated_extents,
     spatial_axes_text,
 )
+from ._remember import CallMemo, Miss
 
 #: The AvgPool versions of OpenVINO's opsets (opset 1 to 13 use AvgPool-1, 14 and 15 AvgPool-14).
 VERSIONS = (1, 14, 16)
@@ -257,11 +258,9 @@ def avg_pool(
     explicit pad as long as the dilated kernel, an attribute the version does not have, or any
     invalid value.
     """
-    key = call_key(
-        x, (kernel, strides, pads_begin, pads_end, dilations), (exclude_pad, rounding_type, auto_pad, version)
-    )
-    found = _CALLS.get(key)
-    if found is not None:  # validated before: the prepared pool, and the empty windows to overwrite
+    args = (kernel, strides, pads_begin, pads_end, dilations, exclude_pad, rounding_type, auto_pad, version)
+    found = _recall(x, *args)
+    if type(found) is not Miss:  # validated before: the prepared pool, and the empty windows to overwrite
         prepared, label, empty_windows = found
         result = call_prepared(prepared, label, x, out)
         write_empty_windows(result, empty_windows)
@@ -284,17 +283,22 @@ def avg_pool(
         )
         prepared = engine.prepare(spec, array.shape, array.dtype, Layout.NCX)
         empty_windows = empty_window_factors(spec, array.shape)
-        if key is not None and array is x:
-            _CALLS.put(key, (prepared, label, empty_windows))
+        _MEMO.keep(found.key, x, array, args, (prepared, label, empty_windows))
         result = prepared(array, out)
         write_empty_windows(result, empty_windows)
         return result
 
 
-#: Calls of :func:`avg_pool` validated before: key -> (prepared pool, operator label, the
-#: per-axis factors of the windows whose divisor OpenVINO makes negative, or None: finding them
-#: costs ten times the call).
-_CALLS = Memo(512, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
+#: Calls of :func:`avg_pool` validated before: (prepared pool, operator label, the per-axis
+#: factors of the windows whose divisor OpenVINO makes negative, or None: finding them costs ten
+#: times the call) each.
+_MEMO = CallMemo(
+    ("kernel", "strides", "pads_begin", "pads_end", "dilations"),
+    ("exclude_pad", "rounding_type", "auto_pad", "version"),
+    optional=("strides", "pads_begin", "pads_end", "dilations"),
+    defaults={name: avg_pool.__kwdefaults__[name] for name in ("rounding_type", "auto_pad", "version")},
+)
+_recall = _MEMO.recall
 
 
 def output_shape(

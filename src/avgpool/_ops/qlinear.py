@@ -13,18 +13,19 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from .._core import caches, quantized_pools
-from .._core.memo import Memo, Unhashable, ints, kept, on_clear, plain, same_items
+from .._core.memo import Memo, Unhashable, ints, kept
 from .._core.pools import PreparedPool
 from .._core.quantization import GLOBAL_MAX_IMAGE, Geometry, QuantParams
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context, labelled
 from ._args import as_flag, as_int_tuple, refuse_masked, spatial_axes_text
+from ._remember import CallMemo, Miss
 from .onnx import auto_pad_name
 
 LABEL = "QLinearAveragePool"
@@ -259,22 +260,27 @@ _DTYPES = frozenset(DTYPES)
 _NOTSET = "NOTSET"  # auto_pad's default, the object itself (the memo key leaves it out)
 
 
-#: every argument but the data -> (prepared pool, kernel arguments), bounded as average_pool's calls
-_CALLS = Memo(1024, caches.held_bytes, caches.CACHE_BYTES, caches.CACHE_ENTRY_BYTES)
-_FIND = _CALLS.find  # the entry (value, bytes) or None: the dictionary's own get
+#: The calls of :func:`qlinear_average_pool` validated before: (prepared pool, kernel arguments)
+#: each, remembered with their quantisation scalars (avgpool._ops._remember).
+_MEMO = CallMemo(
+    ("kernel_shape", "strides", "pads"),
+    (
+        "x_scale",
+        "x_zero_point",
+        "y_scale",
+        "y_zero_point",
+        "auto_pad",
+        "ceil_mode",
+        "count_include_pad",
+        "channels_last",
+    ),
+    optional=("strides", "pads"),
+    defaults={"auto_pad": _NOTSET, "ceil_mode": False, "count_include_pad": False, "channels_last": False},
+    size=1024,
+)
+_recall = _MEMO.recall
 _PARAMS: dict = {}  # (x_scale, x_zp, y_scale, y_zp, dtype) of plain Python numbers -> QuantParams
 _PARAMS_CACHE = 256
-#: Calls remembered in _CALLS by the identity of their argument objects too, under
-#: ``id(kernel_shape)``, with what they prepared: a model runner passes each node's own objects
-#: on every call, node after node, and such a call skips building the key (~1 us). Kept as a
-#: call is validated, or when it comes twice in a row through the key with the very same
-#: objects (api._KNOWN's rules, caches.known_calls's bounds), and only when every scalar is immutable; a list
-#: only with its items, compared by identity too (:func:`.memo.same_items`), so that a list
-#: edited in place is noticed. (kernel_shape, strides, pads, x_scale, x_zero_point, y_scale,
-#: y_zero_point, auto_pad, ceil_mode, count_include_pad, channels_last, x.shape, x.dtype, items
-#: check, the pool, kernel arguments)
-_KNOWN = caches.known_calls()
-_FIND_KNOWN = _KNOWN.find
 _run = quantized_pools.run
 _ndarray = np.ndarray
 
@@ -369,33 +375,25 @@ def qlinear_average_pool(
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype, shape, scalar input or
     ``out``.
     """
-    known = _FIND_KNOWN(id(kernel_shape))
-    if known is not None:
-        # one unpacking, then tests of locals: indexing the tuple per test cost ~0.2 us
-        ks, st, pd, xs, xz, ys, yz, ap, cm, cip, cl, shape, dtype, items, prepared, kernel_args = known[0]
-        if (
-            kernel_shape is ks
-            and strides is st
-            and pads is pd
-            and x_scale is xs
-            and x_zero_point is xz
-            and y_scale is ys
-            and y_zero_point is yz
-            and auto_pad is ap
-            and ceil_mode is cm
-            and count_include_pad is cip
-            and channels_last is cl
-            and type(x) is _ndarray
-            and x.shape == shape
-            and x.dtype is dtype
-            and items(kernel_shape, strides, pads)
-        ):
-            return _finish(prepared, x, kernel_args, out)
-    if type(x) is not _ndarray:
+    found = _recall(
+        x,
+        kernel_shape,
+        strides,
+        pads,
+        x_scale,
+        x_zero_point,
+        y_scale,
+        y_zero_point,
+        auto_pad,
+        ceil_mode,
+        count_include_pad,
+        channels_last,
+    )
+    if type(found) is Miss:
         return _validated_call(
             x,
             out,
-            None,
+            found.key,
             x_scale,
             x_zero_point,
             y_scale,
@@ -408,88 +406,7 @@ def qlinear_average_pool(
             count_include_pad,
             channels_last,
         )
-    # repeated calls: one lookup keyed by everything that validation depends on, types included
-    # (True == 1 == 1.0 as dictionary keys, but they validate differently)
-    try:
-        key = (
-            x.shape,
-            x.dtype,
-            type(x_scale),
-            x_scale,
-            type(x_zero_point),
-            x_zero_point,
-            type(y_scale),
-            y_scale,
-            type(y_zero_point),
-            y_zero_point,
-            ints(kernel_shape),
-            None if strides is None else ints(strides),
-            None if pads is None else ints(pads),
-        )
-        if not (auto_pad is _NOTSET and ceil_mode is False and count_include_pad is False and channels_last is False):
-            # as average_pool's key: the defaults themselves need no place in it (a shorter key to
-            # build and hash for a call with lists written in it, which cannot be _KNOWN)
-            key += (
-                type(auto_pad),
-                auto_pad,
-                type(ceil_mode),
-                ceil_mode,
-                type(count_include_pad),
-                count_include_pad,
-                type(channels_last),
-                channels_last,
-            )
-        entry = _FIND(key)
-    except (Unhashable, TypeError):
-        key = entry = None
-    if entry is None:
-        return _validated_call(
-            x,
-            out,
-            key,
-            x_scale,
-            x_zero_point,
-            y_scale,
-            y_zero_point,
-            kernel_shape,
-            strides,
-            pads,
-            auto_pad,
-            ceil_mode,
-            count_include_pad,
-            channels_last,
-        )
-    prepared, kernel_args = entry[0]
-    global _REPEATED
-    was, ks, st, pd, xs, xz, ys, yz = _REPEATED
-    if (
-        was is prepared
-        and ks is kernel_shape
-        and st is strides
-        and pd is pads
-        and xs is x_scale
-        and xz is x_zero_point
-        and ys is y_scale
-        and yz is y_zero_point
-    ):
-        # the same call twice in a row through the key, with the same objects
-        _remember(
-            x,
-            x_scale,
-            x_zero_point,
-            y_scale,
-            y_zero_point,
-            kernel_shape,
-            strides,
-            pads,
-            auto_pad,
-            ceil_mode,
-            count_include_pad,
-            channels_last,
-            prepared,
-            kernel_args,
-        )
-    _REPEATED = (prepared, kernel_shape, strides, pads, x_scale, x_zero_point, y_scale, y_zero_point)
+    prepared, kernel_args = found
     return _finish(prepared, x, kernel_args, out)
 
 
@@ -575,25 +492,20 @@ def _validated_call(
             count_include_pad,
             channels_last,
         )
-        scalars = (x_scale, x_zero_point, y_scale, y_zero_point, auto_pad, ceil_mode, count_include_pad, channels_last)
-        if key is not None and plain(scalars):
-            _CALLS.put(key, (prepared, kernel_args))
-            _remember(
-                x,
-                x_scale,
-                x_zero_point,
-                y_scale,
-                y_zero_point,
-                kernel_shape,
-                strides,
-                pads,
-                auto_pad,
-                ceil_mode,
-                count_include_pad,
-                channels_last,
-                prepared,
-                kernel_args,
-            )
+        args = (
+            kernel_shape,
+            strides,
+            pads,
+            x_scale,
+            x_zero_point,
+            y_scale,
+            y_zero_point,
+            auto_pad,
+            ceil_mode,
+            count_include_pad,
+            channels_last,
+        )
+        _MEMO.keep(key, x, array, args, (prepared, kernel_args))
         return _finish(prepared, array, kernel_args, out)
 
 
@@ -758,77 +670,6 @@ def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -
         raise labelled(LABEL, err) from None
 
 
-class _KnownCall(NamedTuple):
-    """A call kept by the identity of its argument objects (:data:`_KNOWN`): the objects, what
-    the input was, and what the call runs. Unpacked whole on every call (a tuple's unpacking,
-    faster than reading fields one by one)."""
-
-    kernel_shape: Any
-    strides: Any
-    pads: Any
-    x_scale: Any
-    x_zero_point: Any
-    y_scale: Any
-    y_zero_point: Any
-    auto_pad: Any
-    ceil_mode: Any
-    count_include_pad: Any
-    channels_last: Any
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    same_items: Callable[..., bool]  # the sequences still hold the values validated
-    prepared: PreparedPool
-    kernel_args: tuple
-
-
-#: The last call found through the key, a plain tuple (built on every such call): its prepared
-#: pool, kernel_shape, strides, pads, x_scale, x_zero_point, y_scale and y_zero_point.
-#: A call found twice in a row with the same objects is kept in _KNOWN.
-_NOT_FOUND = (None,) * 8
-_REPEATED = _NOT_FOUND
-
-
-def _remember(
-    x: np.ndarray,
-    x_scale: Any,
-    x_zero_point: Any,
-    y_scale: Any,
-    y_zero_point: Any,
-    kernel_shape: Any,
-    strides: Any,
-    pads: Any,
-    auto_pad: Any,
-    ceil_mode: Any,
-    count_include_pad: Any,
-    channels_last: Any,
-    prepared: PreparedPool,
-    kernel_args: tuple,
-) -> None:
-    """Keep a call remembered in _CALLS in _KNOWN too (see there): its key shows its scalars are
-    immutable (:func:`.memo.plain`) and its sequences lists or tuples of ints, or None."""
-    _KNOWN.put(
-        id(kernel_shape),
-        _KnownCall(
-            kernel_shape,
-            strides,
-            pads,
-            x_scale,
-            x_zero_point,
-            y_scale,
-            y_zero_point,
-            auto_pad,
-            ceil_mode,
-            count_include_pad,
-            channels_last,
-            x.shape,
-            x.dtype,
-            same_items((kernel_shape, strides, pads)),
-            prepared,
-            kernel_args,
-        ),
-    )
-
-
 def prepare(
     shape: tuple[int, ...],
     dtype: np.dtype,
@@ -855,13 +696,9 @@ def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) ->
     return prepare(shape, dtype, *attributes)
 
 
-@on_clear
 def forget() -> None:
     """Forget the remembered calls (for tests that change the engine's tuning constants)."""
-    global _REPEATED
-    _REPEATED = _NOT_FOUND
-    _KNOWN.clear()
-    _CALLS.clear()
+    _MEMO.forget()
 
 
 def _as_array(x: Any) -> np.ndarray:
