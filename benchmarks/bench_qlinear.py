@@ -122,7 +122,7 @@ def engine_runner(w: Workload, x: np.ndarray, nhwc: bool, out_shape: tuple[int, 
     """The engine objects qlinear_average_pool memoises, called as its memo-hit path does."""
     kw = _kwargs(w, nhwc)
     frz = _qlinear._freeze
-    prepared = _qlinear.prepare_cached(
+    prepared = _qlinear.prepare(
         x.shape,
         x.dtype,
         frz(w.attrs["kernel_shape"]),

@@ -269,7 +269,7 @@ def test_channels_first_through_the_channels_last_kernel(runner, threaded):
                     continue
             with tuning.tuned(**knobs):
                 got = compare(runner, x, *scalars, attrs)
-                prepared = qlinear.prepare_cached(
+                prepared = qlinear.prepare(
                     x.shape,
                     x.dtype,
                     *(

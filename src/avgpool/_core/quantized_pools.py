@@ -4,7 +4,7 @@ The geometry (:class:`avgpool._core.quantization.Geometry`) comes validated from
 (:func:`avgpool._ops.qlinear.make_geometry`): this module translates no attribute. What
 depends only on (geometry, input shape, dtype) is :func:`prepare`'s
 :class:`~avgpool._core.pools.PreparedPool`, the engine's one prepared-call type (cached by the caller:
-:func:`avgpool.qlinear.prepare_cached`), and the kernel's arguments for each set of scales and
+:func:`avgpool._ops.qlinear.prepare`), and the kernel's arguments for each set of scales and
 zero points are cached in it (:func:`kernel_args`; one tuple, so that helper threads recognise
 the job): a repeated call costs a dtype check, two dictionary lookups, one allocation and the
 kernel.
@@ -272,10 +272,14 @@ def _taps(table: np.ndarray) -> int:
     return row_taps * int(table[table[k.COUNT] : table[k.COUNT] + table[k.OW]].sum())
 
 
-def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> PreparedPool:
+def prepare(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple | None = None) -> PreparedPool:
     """The kernel's tables for an input of ``shape`` and ``dtype`` (uint8 or int8) under a
-    geometry its dialect made for that shape (or for a shape of the same spatial axes)."""
+    geometry its dialect made for that shape (or for a shape of the same spatial axes); with
+    ``plans``, for a tile whose windows are those (cut from the whole operator's by
+    :mod:`avgpool._core.tiles`): the general path."""
     dtype = np.dtype(dtype)
+    if plans is not None:
+        return _tile(shape, dtype, geometry, plans)
     out_shape = infer_output_shape(geometry.spec, shape, geometry.layout)
     check_output_fits(out_shape, dtype, shape)
     nxc = geometry.layout is Layout.NXC
@@ -333,10 +337,8 @@ def _pool_tiles(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, targe
         tiling.pool(x[take], outputs, params, out=target[put])
 
 
-def prepare_plans(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> PreparedPool:
-    """The general path for an input of ``shape`` whose windows are ``plans`` (a tile's, cut
-    from the whole operator's: :mod:`avgpool._core.tiles`)."""
-    dtype = np.dtype(dtype)
+def _tile(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry, plans: tuple) -> PreparedPool:
+    """The general path for a tile of ``shape`` whose windows are ``plans``."""
     out_shape = list(shape)
     for axis, plan in zip(geometry.layout.spatial_axes(len(shape)), plans):
         out_shape[axis] = plan.geometry.out
@@ -512,7 +514,7 @@ def run_into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple[np.ndarra
 
 
 #: The functions a :class:`~avgpool._core.tiles.QLinearTiling` prepares and runs its tiles with.
-ENGINE = QuantizedEngine(prepare, prepare_plans, kernel_args, run, run_into)
+ENGINE = QuantizedEngine(prepare, kernel_args, run, run_into)
 
 
 def qlinear_tiling(shape: tuple[int, ...], dtype: np.dtype, geometry: Geometry) -> QLinearTiling:

@@ -343,8 +343,7 @@ class QuantizedEngine:
     functions (:data:`avgpool._core.quantized_pools.ENGINE`), handed in so that the engine, which
     tiles long inputs, and the tiling import in one direction only."""
 
-    prepare: Callable[..., pools.PreparedPool]  # (shape, dtype, geometry): a tile of whole planes
-    prepare_plans: Callable[..., pools.PreparedPool]  # (shape, dtype, geometry, plans): a general tile
+    prepare: Callable[..., pools.PreparedPool]  # (shape, dtype, geometry[, plans]): a tile of whole planes, or by plans
     kernel_args: Callable[..., tuple]  # (prepared, params)
     run: Callable[..., np.ndarray]  # (prepared, x, kernel_args)
     run_into: Callable[..., np.ndarray]  # (prepared, x, kernel_args, out)
@@ -414,7 +413,7 @@ class QLinearTiling(_SharedPlans):
         found = self._shared.get(key) if key is not None else None
         if found is None:
             with tuning.using(self.tuned_by):
-                found = self.engine.prepare_plans(shape, self.dtype, self.geometry, tuple(c[0] for c in cuts))
+                found = self.engine.prepare(shape, self.dtype, self.geometry, tuple(c[0] for c in cuts))
             if key is not None:
                 self._remember(key, found)
         return found

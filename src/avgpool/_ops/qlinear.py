@@ -523,26 +523,13 @@ def _prepared_call(
     count_include_pad: Any,
     channels_last: Any,
 ) -> tuple[np.ndarray, PreparedPool, tuple]:
-    """``x`` as an array, and its validated pool and kernel arguments (:func:`prepare_cached`)."""
+    """``x`` as an array, and its validated pool and kernel arguments (:func:`prepare`)."""
     array = x if type(x) is np.ndarray else _as_array(x)
     if array.dtype not in _DTYPES:
         check_dtype(array.dtype)
-    try:
-        prepared = prepare_cached(
-            array.shape,
-            array.dtype,
-            _freeze(kernel_shape),
-            _freeze(strides),
-            _freeze(pads),
-            _freeze(auto_pad),
-            _freeze(ceil_mode),
-            _freeze(count_include_pad),
-            _freeze(channels_last),
-        )
-    except Unhashable:
-        prepared = prepare(
-            array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last
-        )
+    prepared = prepare(
+        array.shape, array.dtype, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last
+    )
     params = _params(array.dtype, x_scale, x_zero_point, y_scale, y_zero_point)
     return array, prepared, quantized_pools.kernel_args(prepared, params)
 
@@ -682,18 +669,24 @@ def prepare(
     channels_last: Any,
 ) -> PreparedPool:
     """Validate the dtype and the attributes for an input shape (the dialect's geometry) and
-    build the kernel's tables (:func:`avgpool._core.quantized_pools.prepare`)."""
+    build the kernel's tables (:func:`avgpool._core.quantized_pools.prepare`), cached as the float
+    engine's pools are (:class:`avgpool._core.caches.BoundedCache`: by count and bytes, under the
+    current :mod:`.tuning`) when every attribute value is hashable (ints, tuples of ints,
+    strings, bools: lists are frozen to tuples)."""
+    attributes = (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last)
+    try:
+        frozen = tuple(_freeze(value) for value in attributes)
+    except Unhashable:
+        return _prepare(shape, dtype, *attributes)
+    return _prepare_cached(shape, dtype, *frozen)
+
+
+def _prepare(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> PreparedPool:
     check_dtype(dtype)
-    geometry = make_geometry(shape, kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, channels_last)
-    return quantized_pools.prepare(shape, dtype, geometry)
+    return quantized_pools.prepare(shape, dtype, make_geometry(shape, *attributes))
 
 
-@caches.BoundedCache
-def prepare_cached(shape: tuple[int, ...], dtype: np.dtype, *attributes: Any) -> PreparedPool:
-    """:func:`prepare` for hashable attribute values (ints, tuples of ints, strings, bools),
-    cached as the float engine's pools are (:class:`avgpool._core.caches.BoundedCache`: by count and
-    bytes, under the current :mod:`.tuning`, which the engine reads)."""
-    return prepare(shape, dtype, *attributes)
+_prepare_cached = caches.BoundedCache(_prepare)
 
 
 def forget() -> None:
