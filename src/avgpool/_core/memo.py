@@ -1,4 +1,8 @@
-"""Remembering validated calls, so that a plain function call costs what a prepared pool costs.
+"""The pieces everything avgpool remembers is built of: :class:`Memo`, a bounded dictionary shared
+by threads without a lock, and the keys of attribute values (:func:`ints`, :func:`plain`,
+:func:`same_items`). :mod:`.caches` builds the process-wide caches of window tables and prepared
+pools on it, and :mod:`avgpool._ops._remember` the operators' memory of validated calls;
+:func:`clear_all` empties them all.
 
 A call is remembered under everything its validation depends on: the input's shape and dtype and
 each attribute value *with its type* (``True == 1 == 1.0`` as dictionary keys, but a float kernel
