@@ -18,6 +18,7 @@ from .errors import AvgPoolError
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from . import onednn, openvino
+    from ._ops.block_mean import block_mean
     from ._ops.onnx import AveragePool, average_pool, output_shape
     from ._ops.qlinear import QLinearAveragePool, qlinear_average_pool, qlinear_global_average_pool
     from ._warmup import cache_location, warmup
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
 # public name -> the module that defines it (None: the name is a submodule)
 _LAZY = {
     "AveragePool": "_ops.onnx",
+    "block_mean": "_ops.block_mean",
     "average_pool": "_ops.onnx",
     "output_shape": "_ops.onnx",
     "cache_location": "_warmup",
@@ -40,6 +42,7 @@ __all__ = [
     "AveragePool",
     "AvgPoolError",
     "average_pool",
+    "block_mean",
     "cache_location",
     "onednn",
     "openvino",

@@ -56,12 +56,13 @@ import numpy as np
 import xarray as xr
 
 from ._core.shape import AxisGeometry, resolve
+from ._ops import block_mean as block_mean_op
 from ._ops import onnx as onnx_dialect
 from ._ops.onnx import average_pool as _numpy_average_pool
 from ._ops.onnx import output_shape
 from .errors import AvgPoolError, error_context
 
-__all__ = ["AvgPoolAccessor", "CoordinateDroppedWarning", "average_pool"]
+__all__ = ["AvgPoolAccessor", "CoordinateDroppedWarning", "average_pool", "block_mean"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,6 +282,80 @@ def _pool_ncx(x: Any, pooling: _Pooling) -> Any:
     raise AvgPoolError(f"avgpool.xarray pools numpy- or dask-backed data, got {type(x).__name__}")
 
 
+def block_mean(
+    obj: xr.DataArray | xr.Dataset,
+    windows: Mapping[Hashable, int],
+    *,
+    boundary: str = "exact",
+    side: str = "left",
+    skipna: bool | None = None,
+    min_count: int = 1,
+    coord_func: str = "mean",
+    keep_attrs: bool = True,
+) -> xr.DataArray | xr.Dataset:
+    """Block means over the dims in ``windows`` (``{dim: block}``), as ``obj.coarsen(windows,
+    boundary=boundary, side=side).mean()`` computes them, numpy- or dask-backed
+    (:func:`avgpool.block_mean`: exact integer sums, NaN skipped or not, the same bits whatever
+    the chunks). Each data variable is averaged over the window dims it has (the others are kept
+    as they are); coordinates along window dims become their block means (datetime64 and
+    timedelta64 exactly, rounded to their unit), as in :func:`average_pool`.
+
+    ``skipna`` None means True for float data, as xarray's. ``coord_func`` is "mean" (the only
+    one). With ``keep_attrs`` the attributes of the object and its variables are kept.
+
+    >>> import numpy as np, xarray as xr, avgpool.xarray
+    >>> arr = xr.DataArray([[np.nan, 1.0, 2.0, 3.0]], dims=("y", "x"), coords={"x": [0, 10, 20, 30]})
+    >>> small = avgpool.xarray.block_mean(arr, {"x": 2})
+    >>> small.values, small.x.values
+    (array([[1. , 2.5]]), array([ 5., 25.]))
+    """
+    if not isinstance(obj, xr.DataArray | xr.Dataset):
+        raise AvgPoolError(f"avgpool.xarray.block_mean averages a DataArray or a Dataset, got {type(obj).__name__}")
+    with error_context(block_mean_op.LABEL):
+        if not isinstance(windows, Mapping) or not windows:
+            raise AvgPoolError(f"`windows` is {windows!r}: it must map at least one dim to its block, e.g. {{'x': 2}}")
+        dims = tuple(windows)
+        sizes = dict(obj.sizes)
+        _check_dims("windows", windows, dims, type(obj).__name__, tuple(sizes))
+        blocks = block_mean_op.blocks_per_axis([windows[d] for d in dims], len(dims))
+        block_mean_op.check_choice("boundary", boundary, block_mean_op.BOUNDARIES)
+        block_mean_op.check_choice("side", side, block_mean_op.SIDES)
+        if coord_func != "mean":
+            raise AvgPoolError(f"`coord_func` is {coord_func!r}: block_mean averages coordinates ('mean')")
+        cuts = {d: block_mean_op.block_range(repr(d), sizes[d], k, boundary, side) for d, k in zip(dims, blocks)}
+    obj = obj.isel({d: slice(start, stop) for d, (start, stop, _) in cuts.items()})
+    # the coordinates' block means: windows of the blocks, the partial block's padding not counted
+    pads = tuple(_partial_pads(k, partial, side) for k, (_, _, partial) in zip(blocks, cuts.values()))
+    pooling = _Pooling(dims, blocks, blocks, pads, None, "NOTSET", False, False, 22)
+    per_dim = dict(zip(dims, blocks))
+    kept = boundary if boundary == "pad" else "exact"
+
+    def averaged(var: xr.Variable) -> xr.Variable:
+        block = tuple(per_dim.get(d, 1) for d in var.dims)
+        floats = block_mean_op.is_float(np.dtype(var.dtype))
+        data = block_mean_op.block_mean(
+            var.data, block, boundary=kept, side=side, skipna=floats if skipna is None else skipna, min_count=min_count
+        )
+        return xr.Variable(var.dims, data, attrs=var.attrs if keep_attrs else {})
+
+    with _naming_axes(dims):
+        if isinstance(obj, xr.DataArray):
+            result = xr.DataArray(averaged(obj.variable), coords=_coords(obj, pooling), name=obj.name)
+            return result if keep_attrs else result.drop_attrs(deep=False)
+        variables = {
+            name: averaged(var.variable) if set(dims) & set(var.dims) else var.variable
+            for name, var in obj.data_vars.items()
+        }
+        return xr.Dataset(variables, coords=_coords(obj, pooling), attrs=obj.attrs if keep_attrs else {})
+
+
+def _partial_pads(k: int, partial: int, side: str) -> tuple[int, int]:
+    """The pads that make a partial block of ``partial`` values a whole window of ``k``."""
+    if not partial:
+        return 0, 0
+    return (k - partial, 0) if side == "right" else (0, k - partial)
+
+
 class CoordinateDroppedWarning(UserWarning):
     """Coordinates along a pooled dim that have no mean (text, Python objects, a MultiIndex) were
     left out of the pooled result; the warning names them."""
@@ -422,7 +497,8 @@ def _rounded_means(sums: np.ndarray, counts: np.ndarray, origin: int) -> np.ndar
 @xr.register_dataset_accessor("avgpool")
 @xr.register_dataarray_accessor("avgpool")
 class AvgPoolAccessor:
-    """``obj.avgpool.average_pool(kernel=..., ...)``: :func:`avgpool.xarray.average_pool` of ``obj``."""
+    """``obj.avgpool.average_pool(kernel=..., ...)`` and ``obj.avgpool.block_mean(windows, ...)``:
+    :func:`avgpool.xarray.average_pool` and :func:`avgpool.xarray.block_mean` of ``obj``."""
 
     def __init__(self, obj: xr.DataArray | xr.Dataset) -> None:
         self._obj = obj
@@ -430,3 +506,7 @@ class AvgPoolAccessor:
     def average_pool(self, kernel: Mapping[Hashable, int], **attributes: Any) -> xr.DataArray | xr.Dataset:
         """:func:`avgpool.xarray.average_pool` of this DataArray or Dataset, the same keyword attributes."""
         return average_pool(self._obj, kernel, **attributes)
+
+    def block_mean(self, windows: Mapping[Hashable, int], **options: Any) -> xr.DataArray | xr.Dataset:
+        """:func:`avgpool.xarray.block_mean` of this DataArray or Dataset, the same keyword options."""
+        return block_mean(self._obj, windows, **options)
