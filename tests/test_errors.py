@@ -163,8 +163,18 @@ CASES = [
     ),
     (
         "masked array with masked values",
-        lambda: avgpool.average_pool(np.ma.array(X, mask=X == 0), [2, 2]),
-        ["AveragePool-22", "the input is a masked array with 192 masked values"],
+        lambda: avgpool.openvino.avg_pool(np.ma.array(X, mask=X == 0), [2, 2], exclude_pad=True),
+        ["AvgPool-16", "the input is a masked array with 192 masked values"],
+    ),
+    (
+        "skipna not a bool",
+        lambda: avgpool.average_pool(X, [2, 2], skipna=1),
+        ["AveragePool-22", "`skipna`", "True or False"],
+    ),
+    (
+        "min_count below 1",
+        lambda: avgpool.average_pool(X, [2, 2], min_count=0),
+        ["AveragePool-22", "`min_count`", ">= 1"],
     ),
     ("shape not sequence", lambda: avgpool.output_shape(5, [2, 2]), ["`input_shape`", "sequence"]),
     ("shape too short", lambda: avgpool.output_shape((1, 8), [2]), ["`input_shape`", "at least 3"]),

@@ -254,7 +254,7 @@ def _block_means(
             means[few] = np.nan if is_float(out_dtype) else 0
             if few_all is not None:
                 few_all[out_rows] = few
-        result[out_rows] = _round_to(means, out_dtype) if is_float(out_dtype) else means
+        result[out_rows] = round_to(means, out_dtype) if is_float(out_dtype) else means
     if side == "right":
         result = result[(slice(None, None, -1),) * result.ndim]
         few_all = None if few_all is None else few_all[(slice(None, None, -1),) * few_all.ndim]
@@ -362,7 +362,7 @@ def _exact_quotients(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.array(flat, np.float64).reshape(sums.shape)
 
 
-def _round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """float64 means rounded once to ``dtype``: numpy's casts to float32 and float16 round to
     nearest even; bfloat16 goes through float32 rounded to odd, which then rounds to nearest
     even exactly as one rounding would (float32 has more than twice bfloat16's bits + 2)."""

@@ -7,6 +7,7 @@ that knows ONNX's."""
 
 from __future__ import annotations
 
+import numbers
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -16,7 +17,8 @@ import numpy as np
 
 from .._core import caches, engine
 from .._core.memo import Memo, kept
-from .._core.shape import infer_output_shape
+from .._core.outputs import out_target
+from .._core.shape import infer_output_shape, resolve, spatial_shape_of
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context, labelled
 from ._args import (
@@ -29,10 +31,12 @@ from ._args import (
     spatial_axes_text,
 )
 from ._remember import CallMemo, Miss
+from .block_mean import round_to
 
 #: average_pool's scalar defaults, the objects themselves (its memo key leaves them out when a call
 #: passes these very objects)
 _NOTSET, _OPSET, _NCX = "NOTSET", 22, "NCX"
+_ONE = 1  # min_count's default: an identity test on the call's path (Python's 1 is one object)
 
 
 def average_pool(
@@ -48,6 +52,8 @@ def average_pool(
     opset: int = _OPSET,
     layout: str = _NCX,
     out: np.ndarray | None = None,
+    skipna: bool = False,
+    min_count: int = _ONE,
 ) -> np.ndarray:
     """ONNX AveragePool at any opset, exactly as the spec defines it.
 
@@ -67,10 +73,26 @@ def average_pool(
     >>> avgpool.average_pool(x, [3], pads=[1, 1], count_include_pad=1)
     array([[[1., 2., 3., 4., 3.]]], dtype=float32)
 
+    Missing values (docs/semantics.md 1.6): with ``skipna=True`` a NaN tap is not data, left out of
+    the sum and of the divisor's count of valid taps (with ``count_include_pad=1`` the counted
+    pads still count); a window with fewer than ``min_count`` non-NaN taps inside the input is
+    NaN. A numpy masked array's masked values are missing whatever ``skipna`` says, and the
+    result is a masked array whose mask marks the windows with fewer than ``min_count`` values
+    present. With ``skipna=False`` on an unmasked input, ``min_count`` changes nothing.
+
+    >>> avgpool.average_pool(np.array([[[np.nan, 1.0, 3.0]]]), [2], skipna=True)
+    array([[[1., 2.]]])
+
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
+    if skipna is not False or min_count is not _ONE:  # values that can be missing, or a bad value
+        args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+        return _with_missing_values(x, out, skipna, min_count, *args)
     found = _recall(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
     if type(found) is Miss:
+        if type(x) is not _ndarray and _is_masked(x):  # masked values are missing
+            args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+            return _with_missing_values(x, out, skipna, min_count, *args)
         return _validated_call(
             x,
             out,
@@ -90,6 +112,117 @@ def average_pool(
         return prepared(x, out)
     except AvgPoolError as err:  # only `out` can be wrong here
         raise labelled(label, err) from None
+
+
+def _is_masked(x: Any) -> bool:
+    ma = sys.modules.get("numpy.ma")  # not imported: x cannot be one
+    return ma is not None and isinstance(x, ma.MaskedArray)
+
+
+def _with_missing_values(
+    x: Any,
+    out: Any,
+    skipna: Any,
+    min_count: Any,
+    kernel_shape: Any,
+    strides: Any,
+    pads: Any,
+    dilations: Any,
+    auto_pad: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    opset: Any,
+    layout: Any,
+) -> Any:
+    """:func:`average_pool` where values can be missing (``skipna``, a masked input): the sums of
+    the values present and their counts, from two pools of the same prepared geometry (docs/semantics.md 1.6)."""
+    args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+    version = op_version(opset)
+    with error_context(operator_label(version)):
+        if type(skipna) is not bool and not isinstance(skipna, np.bool_):
+            raise AvgPoolError(f"`skipna` is {skipna!r}: it must be True or False")
+        if isinstance(min_count, (bool, np.bool_)) or not isinstance(min_count, numbers.Integral) or min_count < 1:
+            raise AvgPoolError(f"`min_count` is {min_count!r}: it must be an integer >= 1")
+        masked = _is_masked(x)
+        if not skipna and not masked:
+            return _validated_call(x, out, None, *args)
+        mask = np.ma.getmaskarray(x) if masked else None
+        array, spec, layout_ = _validated(
+            np.ma.getdata(x) if masked else x,
+            version,
+            kernel_shape=kernel_shape,
+            strides=strides,
+            pads=pads,
+            auto_pad=auto_pad,
+            ceil_mode=ceil_mode,
+            count_include_pad=count_include_pad,
+            dilations=dilations,
+            opset=opset,
+            layout=layout,
+        )
+        prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
+        inside, divisor = _tap_counts(spec, array.shape, layout_)
+        present = ~np.isnan(array) if skipna else np.ones(array.shape, bool)
+        if mask is not None:
+            present &= ~mask
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if present.all():
+                result, counts = prepared(array, None), inside
+            else:
+                result, counts = _present_means(array, present, prepared, spec, layout_, inside, divisor)
+        few = np.broadcast_to(counts < int(min_count), result.shape)
+        if few.any():
+            result = result.copy() if not result.flags.writeable else result
+            result[few] = np.nan
+        if masked:
+            return np.ma.MaskedArray(result, mask=few.copy())
+        if out is None:
+            return result
+        target, _ = out_target(out, array, result.shape, result.dtype)
+        target[...] = result
+        return out
+
+
+def _present_means(
+    array: np.ndarray,
+    present: np.ndarray,
+    prepared: Any,
+    spec: PoolSpec,
+    layout: Layout,
+    inside: np.ndarray,
+    divisor: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The means over the values present and the count of present taps inside the input: the
+    pool of the data with its missing values as 0 (sum / divisor) scaled by divisor / (divisor -
+    missing taps), the count from the pool of the present values' indicator (count / divisor,
+    exact after rounding: at most 2**24 taps)."""
+    zeroed = np.where(present, array, np.zeros((), array.dtype))
+    sums = prepared(zeroed, None)
+    indicator = engine.prepare(spec, present.shape, np.dtype(np.float32), layout)
+    share = indicator(present.astype(np.float32), None).astype(np.float64)
+    counts = np.nan_to_num(np.rint(share * divisor), nan=0.0)
+    missing = inside - counts
+    scaled = sums.astype(np.float64) * (divisor / (divisor - missing))
+    means = np.where(missing == 0, sums, round_to(scaled, array.dtype))
+    return means, counts
+
+
+def _tap_counts(spec: PoolSpec, shape: tuple[int, ...], layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Per output window, shaped to broadcast against the output: its taps inside the input, and
+    its divisor (docs/semantics.md 4.1 and 4.2); windows are boxes, so both are products over the
+    axes (1.2)."""
+    axes = resolve(spec, spatial_shape_of(shape, layout))
+    inside = np.ones((), np.float64)
+    divisor = np.ones((), np.float64)
+    for g in axes:
+        taps = np.arange(g.out)[:, None] * g.stride - g.pad_begin + np.arange(g.kernel)[None, :] * g.dilation
+        valid = ((taps >= 0) & (taps < g.length)).sum(axis=1)
+        padded = ((taps >= -g.pad_begin) & (taps < g.length + g.pad_end)).sum(axis=1)
+        counted = padded if spec.divisor is Divisor.PADDED_TAPS else valid
+        inside = np.multiply.outer(inside, valid)
+        divisor = np.multiply.outer(divisor, counted)
+    spatial = (1, 1, *inside.shape) if layout is Layout.NCX else (1, *inside.shape, 1)
+    return inside.reshape(spatial), divisor.reshape(spatial)
 
 
 def _validated_call(

@@ -1,0 +1,140 @@
+"""average_pool's missing values: skipna, min_count and numpy masked arrays (docs/semantics.md 1.6),
+against a brute-force float64 reference over every window."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import avgpool
+from avgpool import AvgPoolError
+
+DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
+
+
+def brute_force(x, kernel, strides, pads, dilations, cip, skipna, min_count, mask=None, ceil=False):
+    """Window by window from the definition: the values present summed in float64 (math.fsum),
+    divided by the valid taps (count_include_pad=0) or the taps inside the padded extent, less the
+    missing ones. Returns (means, windows with fewer than min_count values present)."""
+    spatial = x.shape[2:]
+    n = len(spatial)
+    out_shape = avgpool.output_shape(x.shape, kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil)[
+        2:
+    ]
+    means = np.empty(x.shape[:2] + tuple(out_shape))
+    scale = np.zeros(means.shape)  # the window's largest magnitude present: what a float64 sum can lose
+    few = np.zeros(means.shape, bool)
+    for b, c, *o in itertools.product(*(range(s) for s in means.shape)):
+        values, padded_taps, missing = [], 0, 0
+        for j in itertools.product(*(range(k) for k in kernel)):
+            p = [o[a] * strides[a] - pads[a] + j[a] * dilations[a] for a in range(n)]
+            if all(-pads[a] <= p[a] < spatial[a] + pads[n + a] for a in range(n)):
+                padded_taps += 1
+            if not all(0 <= p[a] < spatial[a] for a in range(n)):
+                continue
+            v = float(x[(b, c, *p)])
+            if (mask is not None and mask[(b, c, *p)]) or (skipna and math.isnan(v)):
+                missing += 1
+                continue
+            values.append(v)
+            scale[(b, c, *o)] = max(scale[(b, c, *o)], abs(v) if math.isfinite(v) else 0.0)
+        divisor = (padded_taps if cip else len(values) + missing) - missing
+        few[(b, c, *o)] = len(values) < min_count
+        if few[(b, c, *o)]:
+            means[(b, c, *o)] = np.nan
+        elif any(math.isnan(v) or math.isinf(v) for v in values):
+            means[(b, c, *o)] = sum(values) / divisor
+        else:
+            means[(b, c, *o)] = math.fsum(values) / divisor if divisor else np.nan
+    return means, few, scale
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_configurations_match_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    n = 1 + seed % 2
+    spatial = tuple(int(s) for s in rng.integers(3, 8, n))
+    kernel = [int(k) for k in rng.integers(1, 4, n)]
+    strides = [int(s) for s in rng.integers(1, 3, n)]
+    dilations = [int(d) for d in rng.integers(1, 3, n)]
+    pads = [int(rng.integers(0, k)) for k in kernel] * 2
+    dilations = [d if (k - 1) * d + 1 <= s else 1 for k, d, s in zip(kernel, dilations, spatial)]  # a valid geometry
+    cip = int(seed % 3 == 0)
+    ceil = bool(seed % 4 == 1)
+    dtype = DTYPES[seed % len(DTYPES)]
+    x = rng.standard_normal((2, 2, *spatial)).astype(dtype)
+    x[rng.random(x.shape) < [0.0, 0.2, 0.6, 1.0][seed % 4]] = np.nan
+    if seed % 7 == 0:
+        x.flat[rng.integers(0, x.size)] = np.inf
+    min_count = int(rng.integers(1, 3))
+    masked = seed % 5 == 0
+    mask = rng.random(x.shape) < 0.3 if masked else None
+    arg = np.ma.MaskedArray(x, mask=mask) if masked else x
+    attrs = dict(strides=strides, pads=pads, dilations=dilations, count_include_pad=cip, ceil_mode=ceil)
+    got = avgpool.average_pool(arg, kernel, **attrs, skipna=True, min_count=min_count)
+    means, few, scale = brute_force(x, kernel, strides, pads, dilations, cip, True, min_count, mask, ceil)
+    if masked:
+        np.testing.assert_array_equal(np.ma.getmaskarray(got), few)
+        got = np.ma.getdata(got)
+    assert got.dtype == np.dtype(dtype)
+    got = got.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(means))
+    finite = np.isfinite(means)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(means)], means[~finite & ~np.isnan(means)])
+    # one ulp of the output's format, plus what float64 sums and scalings can lose (semantics 1.4)
+    ulp = {2: 2.0**-7 if dtype == ml_dtypes.bfloat16 else 2.0**-10, 4: 2.0**-23, 8: 2.0**-52}[np.dtype(dtype).itemsize]
+    bound = ulp * np.abs(means[finite]) + 16 * 2.0**-52 * math.prod(kernel) * scale[finite]
+    assert np.all(np.abs(got[finite] - means[finite]) <= bound), (got, means)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["NCX", "NXC"])
+def test_no_nan_gives_the_same_bits(dtype, layout):
+    x = np.random.default_rng(1).standard_normal((2, 5, 7, 3)).astype(dtype)
+    attrs = dict(strides=[2, 1], pads=[1, 1, 1, 1], layout=layout, count_include_pad=1)
+    plain = avgpool.average_pool(x, [3, 2], **attrs)
+    assert avgpool.average_pool(x, [3, 2], **attrs, skipna=True).tobytes() == plain.tobytes()
+
+
+def test_a_window_wholly_in_the_padding_is_nan_under_skipna():
+    x = np.arange(1.0, 4.0).reshape(1, 1, 3)
+    kwargs = dict(pads=[0, 3], strides=[3], count_include_pad=1, ceil_mode=1)
+    np.testing.assert_array_equal(avgpool.average_pool(x, [2], **kwargs), [[[1.5, 0.0]]])  # ONNX: 0 / 2
+    np.testing.assert_array_equal(avgpool.average_pool(x, [2], **kwargs, skipna=True), [[[1.5, np.nan]]])
+    np.testing.assert_array_equal(
+        avgpool.average_pool(np.array([[[1.0, 2.0]]]), [2], pads=[0, 2], strides=[2], count_include_pad=1, skipna=True),
+        [[[1.5, np.nan]]],
+    )
+
+
+def test_min_count_changes_nothing_without_skipna_or_a_mask():
+    x = np.array([[[np.nan, 1.0, 2.0, 3.0]]])
+    np.testing.assert_array_equal(avgpool.average_pool(x, [2], min_count=5), avgpool.average_pool(x, [2]))
+
+
+def test_out_is_written():
+    x = np.array([[[np.nan, 1.0, 3.0, 5.0]]], np.float32)
+    out = np.empty((1, 1, 3), np.float32)
+    assert avgpool.average_pool(x, [2], skipna=True, out=out) is out
+    np.testing.assert_array_equal(out, [[[1.0, 2.0, 4.0]]])
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(skipna=1), ["AveragePool-22", "`skipna`", "True or False"]),
+        (dict(skipna="yes"), ["`skipna`"]),
+        (dict(min_count=0), ["`min_count`", "0", ">= 1"]),
+        (dict(min_count=1.0), ["`min_count`", "1.0"]),
+        (dict(skipna=True, min_count=-2), ["`min_count`"]),
+    ],
+)
+def test_bad_values_name_the_argument(kwargs, words):
+    with pytest.raises(AvgPoolError) as info:
+        avgpool.average_pool(np.zeros((1, 1, 4)), [2], **kwargs)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
