@@ -138,3 +138,34 @@ def test_bad_values_name_the_argument(kwargs, words):
         avgpool.average_pool(np.zeros((1, 1, 4)), [2], **kwargs)
     for word in words:
         assert word in str(info.value), (word, str(info.value))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dask_gives_the_numpy_bits_whatever_the_chunks(dtype):
+    dask_array = pytest.importorskip("dask.array")
+    import avgpool.dask
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 17, 13)).astype(dtype)
+    x[rng.random(x.shape) < 0.2] = np.nan
+    for cip in (0, 1):
+        kwargs = dict(pads=[1, 1, 1, 1], strides=[2, 1], count_include_pad=cip, skipna=True, min_count=2)
+        expected = avgpool.average_pool(x, [3, 3], **kwargs)
+        for chunks in [(1, 1, 5, 4), (2, 3, 17, 13), (1, 2, 3, 3)]:
+            got = avgpool.dask.average_pool(dask_array.from_array(x, chunks=chunks), [3, 3], **kwargs).compute()
+            assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes(), (cip, chunks)
+
+
+def test_xarray_skips_nan_by_default_for_float_data_as_xarray_does():
+    xr = pytest.importorskip("xarray")
+    import avgpool.xarray
+
+    arr = xr.DataArray([[np.nan, 1.0, 2.0, 3.0]], dims=("y", "x"))
+    np.testing.assert_array_equal(
+        avgpool.xarray.average_pool(arr, kernel={"x": 2}, strides={"x": 2}).values, [[1.0, 2.5]]
+    )
+    np.testing.assert_array_equal(arr.coarsen(x=2).mean().values, [[1.0, 2.5]])
+    plain = avgpool.xarray.average_pool(arr, kernel={"x": 2}, strides={"x": 2}, skipna=False)
+    np.testing.assert_array_equal(plain.values, [[np.nan, 2.5]])
+    with pytest.raises(AvgPoolError, match="`min_count`"):
+        avgpool.xarray.average_pool(arr, kernel={"x": 2}, min_count=0)

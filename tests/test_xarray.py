@@ -62,11 +62,14 @@ def random_case(rng: np.random.Generator) -> tuple[xr.DataArray, dict, dict]:
 
 def numpy_reference(arr: xr.DataArray, pooled: list, numpy_keywords: dict) -> np.ndarray:
     """avgpool.average_pool on (all other dims merged into N) x 1 x (pooled dims), moved back:
-    another N x C split than avgpool.xarray's, and the same bits, as every N x C plane is pooled alike."""
+    another N x C split than avgpool.xarray's, and the same bits, as every N x C plane is pooled alike
+    (NaN skipped: avgpool.xarray's default for float data, as xarray's)."""
     others = [d for d in arr.dims if d not in pooled]
     moved = arr.transpose(*others, *pooled).values
     leading = moved.shape[: len(others)]
-    out = avgpool.average_pool(moved.reshape(math.prod(leading), 1, *moved.shape[len(others) :]), **numpy_keywords)
+    out = avgpool.average_pool(
+        moved.reshape(math.prod(leading), 1, *moved.shape[len(others) :]), **numpy_keywords, skipna=True
+    )
     out = out.reshape(leading + out.shape[2:])
     return np.moveaxis(out, range(out.ndim), [arr.dims.index(d) for d in (*others, *pooled)])
 

@@ -69,9 +69,12 @@ def average_pool(
     dilations: Sequence[int] | None = None,
     opset: int = 22,
     layout: str = "NCX",
+    skipna: bool = False,
+    min_count: int = 1,
 ) -> da.Array:
     """ONNX AveragePool of a Dask array (any chunking), lazily: the same attributes, results and
-    errors as :func:`avgpool.average_pool` on the computed array, bit for bit."""
+    errors as :func:`avgpool.average_pool` on the computed array, bit for bit; ``skipna`` and
+    ``min_count`` too (docs/semantics.md 1.6)."""
     from ._ops import onnx as api
 
     x = _as_dask(x)
@@ -90,7 +93,28 @@ def average_pool(
             opset=opset,
             layout=layout,
         )
+        api.check_missing_options(skipna, min_count)
+        if skipna:
+            return _skipping_nan(x, spec, layout_, int(min_count))
         return pool_spec(x, spec, layout_)  # the output shape: its errors are labelled too
+
+
+def _skipping_nan(x: da.Array, spec: PoolSpec, layout: Layout, min_count: int) -> da.Array:
+    """:func:`avgpool.average_pool`'s ``skipna=True``, lazily, in the same elementwise steps as the
+    numpy path (``_ops.onnx._present_means``): the same bits."""
+    from ._ops import onnx as api
+    from ._ops.block_mean import round_to
+
+    present = ~da.isnan(x)
+    sums = pool_spec(da.where(present, x, np.zeros((), x.dtype)), spec, layout)
+    share = pool_spec(present.astype(np.float32), spec, layout).astype(np.float64)
+    inside, divisor = api._tap_counts(spec, tuple(x.shape), layout)
+    counts = da.rint(share * divisor)
+    counts = da.where(da.isnan(counts), 0.0, counts)  # no valid tap: 0 / 0 in the share
+    missing = inside - counts
+    scaled = sums.astype(np.float64) * (divisor / da.maximum(divisor - missing, 1))
+    means = da.where(missing == 0, sums, scaled.map_blocks(round_to, x.dtype, dtype=x.dtype))
+    return da.where(counts < min_count, np.nan, means).astype(x.dtype)
 
 
 def pool_spec(x: da.Array, spec: PoolSpec, layout: Layout) -> da.Array:

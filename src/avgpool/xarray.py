@@ -5,8 +5,9 @@
 the array holds its dims. The attributes are :func:`avgpool.average_pool`'s, given per dim:
 ``strides``, ``dilations`` (a dim left out: 1) and ``pads`` (``{dim: (begin, end)}``, a dim left
 out: no padding). Numpy-backed data goes through :func:`avgpool.average_pool`, Dask-backed data
-through :func:`avgpool.dask.average_pool` and stays lazy. Importing this module registers the
-``.avgpool`` accessor on DataArray and Dataset.
+through :func:`avgpool.dask.average_pool` and stays lazy. NaN in float data is skipped unless
+``skipna=False`` (as xarray's own reductions; docs/semantics.md 1.6). Importing this module
+registers the ``.avgpool`` accessor on DataArray and Dataset.
 
 >>> import numpy as np, xarray as xr, avgpool.xarray
 >>> arr = xr.DataArray(np.arange(12.0).reshape(3, 4), dims=("y", "x"), coords={"x": [0.0, 10.0, 20.0, 30.0]},
@@ -78,6 +79,8 @@ class _Pooling:
     ceil_mode: bool | int
     count_include_pad: bool | int
     opset: int
+    skipna: bool | None = False  # None: True for float data (the data's pooling only, not the coordinates')
+    min_count: int = 1
 
     def attributes(self) -> dict[str, Any]:
         """The keyword attributes of :func:`avgpool.average_pool`; ``None`` stays ``None`` so
@@ -136,6 +139,8 @@ def average_pool(
     ceil_mode: bool | int = False,
     count_include_pad: bool | int = False,
     opset: int = 22,
+    skipna: bool | None = None,
+    min_count: int = 1,
 ) -> xr.DataArray | xr.Dataset:
     """ONNX AveragePool over the dims named in ``kernel`` (``{dim: size}``, in the order of the
     attributes' spatial axes) of a DataArray, or of each data variable of a Dataset that has all
@@ -143,7 +148,9 @@ def average_pool(
 
     ``strides`` and ``dilations`` map dims to values (1 where left out), ``pads`` maps dims to
     ``(begin, end)`` ((0, 0) where left out); ``auto_pad``, ``ceil_mode``, ``count_include_pad``
-    and ``opset`` are :func:`avgpool.average_pool`'s. Dask-backed data gives a lazy result.
+    and ``opset`` are :func:`avgpool.average_pool`'s, and so are ``skipna`` and ``min_count``
+    (docs/semantics.md 1.6), but ``skipna`` None means True for float data, as xarray's. Dask-backed
+    data gives a lazy result.
     The coordinates along pooled dims become window means, as the module docstring says; one
     with no mean is dropped with a :class:`CoordinateDroppedWarning`.
 
@@ -155,6 +162,8 @@ def average_pool(
     # the dims' own checks named no operator; average_pool's name AveragePool-<version> already
     with error_context(onnx_dialect.operator_label(onnx_dialect.op_version(opset))):
         pooling = _parsed(obj, kernel, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset)
+        onnx_dialect.check_missing_options(False if skipna is None else skipna, min_count)
+        pooling = dataclasses.replace(pooling, skipna=skipna, min_count=min_count)
     with _naming_axes(pooling.dims):
         if isinstance(obj, xr.DataArray):
             return xr.DataArray(_pooled_variable(obj.variable, pooling), coords=_coords(obj, pooling), name=obj.name)
@@ -271,14 +280,16 @@ def _batch_and_channels(leading: tuple[int, ...]) -> tuple[int, int]:
 
 
 def _pool_ncx(x: Any, pooling: _Pooling) -> Any:
+    skipna = block_mean_op.is_float(np.dtype(x.dtype)) if pooling.skipna is None else pooling.skipna
+    missing = {"skipna": skipna, "min_count": pooling.min_count}
     if isinstance(x, np.ndarray):
-        return _numpy_average_pool(x, **pooling.attributes())
+        return _numpy_average_pool(x, **pooling.attributes(), **missing)
     # a dask array exists only once dask.array is imported: no import for numpy-only users
     dask_array = sys.modules.get("dask.array")
     if dask_array is not None and isinstance(x, dask_array.Array):
         from . import dask as avgpool_dask
 
-        return avgpool_dask.average_pool(x, **pooling.attributes())
+        return avgpool_dask.average_pool(x, **pooling.attributes(), **missing)
     raise AvgPoolError(f"avgpool.xarray pools numpy- or dask-backed data, got {type(x).__name__}")
 
 

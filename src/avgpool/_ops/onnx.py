@@ -139,10 +139,7 @@ def _with_missing_values(
     args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
     version = op_version(opset)
     with error_context(operator_label(version)):
-        if type(skipna) is not bool and not isinstance(skipna, np.bool_):
-            raise AvgPoolError(f"`skipna` is {skipna!r}: it must be True or False")
-        if isinstance(min_count, (bool, np.bool_)) or not isinstance(min_count, numbers.Integral) or min_count < 1:
-            raise AvgPoolError(f"`min_count` is {min_count!r}: it must be an integer >= 1")
+        check_missing_options(skipna, min_count)
         masked = _is_masked(x)
         if not skipna and not masked:
             return _validated_call(x, out, None, *args)
@@ -183,6 +180,14 @@ def _with_missing_values(
         return out
 
 
+def check_missing_options(skipna: Any, min_count: Any) -> None:
+    """``skipna`` a bool, ``min_count`` an integer >= 1 (their one check, numpy and dask)."""
+    if type(skipna) is not bool and not isinstance(skipna, np.bool_):
+        raise AvgPoolError(f"`skipna` is {skipna!r}: it must be True or False")
+    if isinstance(min_count, (bool, np.bool_)) or not isinstance(min_count, numbers.Integral) or min_count < 1:
+        raise AvgPoolError(f"`min_count` is {min_count!r}: it must be an integer >= 1")
+
+
 def _present_means(
     array: np.ndarray,
     present: np.ndarray,
@@ -202,7 +207,7 @@ def _present_means(
     share = indicator(present.astype(np.float32), None).astype(np.float64)
     counts = np.nan_to_num(np.rint(share * divisor), nan=0.0)
     missing = inside - counts
-    scaled = sums.astype(np.float64) * (divisor / (divisor - missing))
+    scaled = sums.astype(np.float64) * (divisor / np.maximum(divisor - missing, 1))
     means = np.where(missing == 0, sums, round_to(scaled, array.dtype))
     return means, counts
 
