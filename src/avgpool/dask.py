@@ -80,19 +80,8 @@ def average_pool(
     x = _as_dask(x)
     version = onnx_dialect.op_version(opset)
     with error_context(onnx_dialect.operator_label(version)):
-        _, spec, layout_ = api._validated(
-            _shape_only(x),
-            version,
-            kernel_shape=kernel_shape,
-            strides=strides,
-            pads=pads,
-            auto_pad=auto_pad,
-            ceil_mode=ceil_mode,
-            count_include_pad=count_include_pad,
-            dilations=dilations,
-            opset=opset,
-            layout=layout,
-        )
+        args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+        _, spec, layout_ = api.validated_call_arguments(_shape_only(x), version, args)
         api.check_missing_options(skipna, min_count)
         if skipna:
             return _skipping_nan(x, spec, layout_, int(min_count))

@@ -144,19 +144,7 @@ def _with_missing_values(
         if not skipna and not masked:
             return _validated_call(x, out, None, *args)
         mask = np.ma.getmaskarray(x) if masked else None
-        array, spec, layout_ = _validated(
-            np.ma.getdata(x) if masked else x,
-            version,
-            kernel_shape=kernel_shape,
-            strides=strides,
-            pads=pads,
-            auto_pad=auto_pad,
-            ceil_mode=ceil_mode,
-            count_include_pad=count_include_pad,
-            dilations=dilations,
-            opset=opset,
-            layout=layout,
-        )
+        array, spec, layout_ = validated_call_arguments(np.ma.getdata(x) if masked else x, version, args)
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
         inside, divisor = _tap_counts(spec, array.shape, layout_)
         present = ~np.isnan(array) if skipna else np.ones(array.shape, bool)
@@ -248,22 +236,10 @@ def _validated_call(
     remembered under ``key`` when it has one and ``x`` is used as it is."""
     version = op_version(opset)
     label = operator_label(version)
+    args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
     with error_context(label):
-        array, spec, layout_ = _validated(
-            x,
-            version,
-            kernel_shape=kernel_shape,
-            strides=strides,
-            pads=pads,
-            auto_pad=auto_pad,
-            ceil_mode=ceil_mode,
-            count_include_pad=count_include_pad,
-            dilations=dilations,
-            opset=opset,
-            layout=layout,
-        )
+        array, spec, layout_ = validated_call_arguments(x, version, args)
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
-        args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
         _MEMO.keep(key, x, array, args, (prepared, label))
         return prepared(array, out)
 
@@ -336,6 +312,25 @@ class AveragePool:
             if array is x:
                 self._prepared.put((array.shape, array.dtype), prepared)
             return prepared(array, out)
+
+
+def validated_call_arguments(x: Any, version: int, args: tuple) -> tuple[np.ndarray, PoolSpec, Layout]:
+    """:func:`_validated` of ``average_pool``'s arguments after ``x`` in its order: ``(kernel_shape,
+    strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)``."""
+    kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout = args
+    return _validated(
+        x,
+        version,
+        kernel_shape=kernel_shape,
+        strides=strides,
+        pads=pads,
+        auto_pad=auto_pad,
+        ceil_mode=ceil_mode,
+        count_include_pad=count_include_pad,
+        dilations=dilations,
+        opset=opset,
+        layout=layout,
+    )
 
 
 def _validated(
