@@ -52,6 +52,7 @@ from ._core.shape import AxisGeometry
 from ._core.spec import Layout, PoolSpec
 from ._ops import onnx as onnx_dialect
 from ._ops import qlinear as qlinear_dialect
+from ._ops._args import check_missing_options
 from .errors import AvgPoolError, error_context
 
 __all__ = ["average_pool", "pool_spec", "qlinear_average_pool"]
@@ -82,7 +83,7 @@ def average_pool(
     with error_context(onnx_dialect.operator_label(version)):
         args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
         _, spec, layout_ = api.validated_call_arguments(_shape_only(x), version, args)
-        api.check_missing_options(skipna, min_count)
+        check_missing_options(skipna, min_count)
         if skipna:
             return _skipping_nan(x, spec, layout_, int(min_count))
         return pool_spec(x, spec, layout_)  # the output shape: its errors are labelled too

@@ -59,6 +59,7 @@ import xarray as xr
 from ._core.shape import AxisGeometry, resolve
 from ._ops import block_mean as block_mean_op
 from ._ops import onnx as onnx_dialect
+from ._ops._args import check_missing_options
 from ._ops.onnx import average_pool as _numpy_average_pool
 from ._ops.onnx import output_shape
 from .errors import AvgPoolError, error_context
@@ -162,7 +163,7 @@ def average_pool(
     # the dims' own checks named no operator; average_pool's name AveragePool-<version> already
     with error_context(onnx_dialect.operator_label(onnx_dialect.op_version(opset))):
         pooling = _parsed(obj, kernel, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset)
-        onnx_dialect.check_missing_options(False if skipna is None else skipna, min_count)
+        check_missing_options(False if skipna is None else skipna, min_count)
         pooling = dataclasses.replace(pooling, skipna=skipna, min_count=min_count)
     with _naming_axes(pooling.dims):
         if isinstance(obj, xr.DataArray):

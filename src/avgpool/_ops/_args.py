@@ -88,13 +88,28 @@ def as_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     return value
 
 
+def is_masked(x: Any) -> bool:
+    """Whether ``x`` is a numpy masked array (numpy.ma is not imported for it: if no one imported
+    it, ``x`` cannot be one)."""
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(x, ma.MaskedArray)
+
+
+def check_missing_options(skipna: Any, min_count: Any) -> None:
+    """``skipna`` a bool, ``min_count`` an integer >= 1: the operators that take missing values
+    (average_pool numpy and dask, block_mean) check them here."""
+    if type(skipna) is not bool and not isinstance(skipna, np.bool_):
+        raise AvgPoolError(f"`skipna` is {skipna!r}: it must be True or False")
+    if isinstance(min_count, (bool, np.bool_)) or not isinstance(min_count, numbers.Integral) or min_count < 1:
+        raise AvgPoolError(f"`min_count` is {min_count!r}: it must be an integer >= 1")
+
+
 def refuse_masked(x: Any, name: str) -> None:
     """A numpy masked array with masked values: its data would be pooled as if none were (numpy
     drops the mask when it makes an array), a silent wrong answer where windows hold them."""
-    ma = sys.modules.get("numpy.ma")  # not imported: x cannot be one
-    if ma is not None and isinstance(x, ma.MaskedArray) and ma.is_masked(x):
+    if is_masked(x) and np.ma.is_masked(x):
         raise AvgPoolError(
-            f"{name} is a masked array with {ma.count_masked(x)} masked values: pooling reads every value, "
+            f"{name} is a masked array with {np.ma.count_masked(x)} masked values: pooling reads every value, "
             "so fill them first (e.g. x.filled(np.nan)) or pass x.data"
         )
 

@@ -38,6 +38,7 @@ import numpy as np
 
 from .._core.outputs import dtype_name
 from ..errors import AvgPoolError, error_context
+from ._args import check_missing_options, is_masked
 
 LABEL = "block_mean"
 BOUNDARIES = ("exact", "trim", "pad")
@@ -86,16 +87,15 @@ def block_mean(
     """
     with error_context(LABEL):
         lazy = _dask_array(x)
-        masked = _is_masked(x)
+        masked = is_masked(x)
         if lazy is None and not masked:
             x = _as_array(x)
         shape, in_dtype = tuple(x.shape), np.dtype(x.dtype)
         blocks = blocks_per_axis(block, len(shape))
         check_choice("boundary", boundary, BOUNDARIES)
         check_choice("side", side, SIDES)
-        if type(skipna) is not bool and not isinstance(skipna, np.bool_):
-            raise AvgPoolError(f"`skipna` is {skipna!r}: it must be True or False")
-        min_count = _min_count(min_count)
+        check_missing_options(skipna, min_count)
+        min_count = int(min_count)
         out_dtype = _out_dtype(in_dtype, dtype)
         cuts = [block_range(axis, n, k, boundary, side) for axis, (n, k) in enumerate(zip(shape, blocks))]
         if lazy is not None:
@@ -146,12 +146,6 @@ def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
         raise AvgPoolError(f"`{name}` is {value!r}: it must be one of {', '.join(map(repr, choices))}")
 
 
-def _min_count(value: Any) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise AvgPoolError(f"`min_count` is {value!r}: it must be an integer >= 1")
-    return int(value)
-
-
 def _out_dtype(in_dtype: np.dtype, dtype: Any) -> np.dtype:
     native = in_dtype.newbyteorder("=")
     if dtype is None:
@@ -188,11 +182,6 @@ def block_range(axis: int, length: int, k: int, boundary: str, side: str) -> tup
 # ------------------------------------------------------------------------------------------ numpy
 
 
-def _is_masked(x: Any) -> bool:
-    ma = sys.modules.get("numpy.ma")  # not imported: x cannot be one
-    return ma is not None and isinstance(x, ma.MaskedArray)
-
-
 def _dask_array(x: Any) -> Any:
     module = sys.modules.get("dask.array")
     return x if module is not None and isinstance(x, module.Array) else None
@@ -215,7 +204,7 @@ def _block_means(
     """The block means of ``x`` (``cuts``: :func:`block_range`'s per axis); with ``pad`` (boundary
     "pad") every block counts its values, a block of fewer than ``min_count`` being NaN."""
     mask = None
-    if _is_masked(x):
+    if is_masked(x):
         mask = np.ma.getmaskarray(x)
         x = _as_array(np.ma.getdata(x))
     inside = tuple(slice(start, stop) for start, stop, _ in cuts)

@@ -7,7 +7,6 @@ that knows ONNX's."""
 
 from __future__ import annotations
 
-import numbers
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +27,8 @@ from ._args import (
     as_input_shape,
     as_int_tuple,
     check_dilated_extents,
+    check_missing_options,
+    is_masked,
     spatial_axes_text,
 )
 from ._remember import CallMemo, Miss
@@ -90,7 +91,7 @@ def average_pool(
         return _with_missing_values(x, out, skipna, min_count, *args)
     found = _recall(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
     if type(found) is Miss:
-        if type(x) is not _ndarray and _is_masked(x):  # masked values are missing
+        if type(x) is not _ndarray and is_masked(x):  # masked values are missing
             args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
             return _with_missing_values(x, out, skipna, min_count, *args)
         return _validated_call(
@@ -114,11 +115,6 @@ def average_pool(
         raise labelled(label, err) from None
 
 
-def _is_masked(x: Any) -> bool:
-    ma = sys.modules.get("numpy.ma")  # not imported: x cannot be one
-    return ma is not None and isinstance(x, ma.MaskedArray)
-
-
 def _with_missing_values(
     x: Any,
     out: Any,
@@ -140,7 +136,7 @@ def _with_missing_values(
     version = op_version(opset)
     with error_context(operator_label(version)):
         check_missing_options(skipna, min_count)
-        masked = _is_masked(x)
+        masked = is_masked(x)
         if not skipna and not masked:
             return _validated_call(x, out, None, *args)
         mask = np.ma.getmaskarray(x) if masked else None
@@ -166,14 +162,6 @@ def _with_missing_values(
         target, _ = out_target(out, array, result.shape, result.dtype)
         target[...] = result
         return out
-
-
-def check_missing_options(skipna: Any, min_count: Any) -> None:
-    """``skipna`` a bool, ``min_count`` an integer >= 1 (their one check, numpy and dask)."""
-    if type(skipna) is not bool and not isinstance(skipna, np.bool_):
-        raise AvgPoolError(f"`skipna` is {skipna!r}: it must be True or False")
-    if isinstance(min_count, (bool, np.bool_)) or not isinstance(min_count, numbers.Integral) or min_count < 1:
-        raise AvgPoolError(f"`min_count` is {min_count!r}: it must be an integer >= 1")
 
 
 def _present_means(
