@@ -3,7 +3,6 @@
 
     python3 benchmarks/cold_start.py                 # every kind of avgpool._warmup.KINDS, 3 runs each
     python3 benchmarks/cold_start.py --runs 1 --kinds float32 qlinear-uint8
-    python3 benchmarks/cold_start.py --no-precompiled   # what a machine without shipped kernels pays
 
 It creates a virtual environment in a temporary folder, installs this checkout into it with pip
 (not editable: the package is built and copied, as a user gets it), and then, for each kind, runs
@@ -56,11 +55,11 @@ def timed(python: Path, kind: str, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def measure(python: Path, kind: str, runs: int, precompiled: bool) -> tuple[list[float], list[float]]:
+def measure(python: Path, kind: str, runs: int) -> tuple[list[float], list[float]]:
     cold, warm = [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as home:
-            env = dict(os.environ, NUMBA_CACHE_DIR=cache, HOME=home, AVGPOOL_PRECOMPILED="1" if precompiled else "0")
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache, HOME=home)
             cold.append(timed(python, kind, env))
             warm.append(timed(python, kind, env))
     return cold, warm
@@ -85,12 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KIND",
         help="kinds to time (default: all)",
     )
-    parser.add_argument(
-        "--no-precompiled",
-        dest="precompiled",
-        action="store_false",
-        help="ignore the shipped precompiled kernels (AVGPOOL_PRECOMPILED=0)",
-    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
         start = time.perf_counter()
@@ -100,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|")
         worst_cold = worst_warm = 0.0
         for kind in args.kinds:
-            cold, warm = measure(python, kind, args.runs, args.precompiled)
+            cold, warm = measure(python, kind, args.runs)
             worst_cold, worst_warm = max(worst_cold, max(cold)), max(worst_warm, max(warm))
             print(f"| {kind} | {cell(cold)} | {cell(warm)} |", flush=True)
         print(f"\nworst cold {worst_cold:.2f} s, worst warm {worst_warm:.2f} s", file=sys.stderr)

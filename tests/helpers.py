@@ -99,18 +99,7 @@ BATTERY = textwrap.dedent("""
     # numba imports its polynomial implementations only to refresh its whole target context,
     # which compiling needs and loading a compiled kernel does not (avgpool.kernels.jit.KernelCache)
     refreshed = "numba.np.polynomial.polynomial_core" in sys.modules
-    # the entry kernels' libraries as loaded: how many, how many with their bitcode not parsed
-    # (avgpool.kernels.loading), and whether one of them still gives its module for linking
-    from avgpool._warmup import entry_kernels
-    libraries = [(cres.library, cres.fndesc) for kernel in entry_kernels() for cres in kernel.overloads.values()]
-    unparsed = sum("_shared_bitcode" in lib.__dict__ and lib.__dict__.get("_parsed_shared_module") is None
-                   for lib, _ in libraries)
-    links = None
-    if libraries:
-        library, fndesc = libraries[0]
-        links = not library._get_module_for_linking().get_function(fndesc.llvm_cpython_wrapper_name).is_declaration
-    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest(), "refreshed": refreshed,
-                      "loaded": len(libraries), "unparsed": unparsed, "links": links}))
+    print(json.dumps({"compiled": compiled, "digest": digest.hexdigest(), "refreshed": refreshed}))
 """)
 
 

@@ -2,8 +2,8 @@
 
 Each *kind* is one small call that reaches one compiled entry kernel (a dtype, a layout, the exact
 float32 path, the threaded path, a QLinearAveragePool kernel); :data:`KINDS` lists them all, and
-``benchmarks/cold_start.py`` times each in a fresh process. Where the package ships precompiled
-kernels for this CPU (see :mod:`avgpool.kernels.jit`), warming up only loads them.
+``benchmarks/cold_start.py`` times each in a fresh process. Where a previous process compiled
+them (see :mod:`avgpool.kernels.jit`), warming up only loads them.
 
 >>> import avgpool
 >>> sorted(avgpool.warmup(["float64"]))
@@ -98,7 +98,7 @@ KINDS: dict[str, Callable[[], None]] = {
 def warmup(
     kinds: Iterable[str] | None = None, *, report: Callable[[str, float], None] | None = None
 ) -> dict[str, float]:
-    """Load (or, where nothing is precompiled or cached for this machine, compile) the kernels of
+    """Load (or, where nothing is cached for this machine, compile) the kernels of
     ``kinds`` (default: every one of :data:`KINDS`); the seconds each took. ``report(kind,
     seconds)`` is called after each. :func:`avgpool.cache_location` says where compiled kernels
     are kept."""
@@ -123,26 +123,7 @@ def warmup(
 def cache_location() -> str | None:
     """The folder where kernels compiled on this machine are kept (numba's own choice:
     ``NUMBA_CACHE_DIR``, the package's ``__pycache__`` or the user's cache folder), or None when
-    none is writable (then each process compiles what is not shipped precompiled)."""
+    none is writable (then each process compiles them again)."""
     from .kernels import jit
 
     return jit.cache_location()
-
-
-def entry_kernels() -> list:
-    """Every entry kernel (a dispatcher whose machine code is shipped precompiled: the kernels
-    the kinds above reach), found in the modules of :mod:`avgpool.kernels`."""
-    import importlib
-    import pkgutil
-
-    from . import kernels
-    from .kernels.jit import KernelCache
-
-    found = []
-    for info in pkgutil.iter_modules(kernels.__path__):
-        module = importlib.import_module(f"{kernels.__name__}.{info.name}")
-        for value in vars(module).values():
-            cache = getattr(value, "_cache", None)
-            if isinstance(cache, KernelCache) and cache._entry and value.py_func.__module__ == module.__name__:
-                found.append(value)
-    return found

@@ -155,7 +155,7 @@ def prepare_tables(
 ) -> PreparedPool:
     """The kernel choice and threading for an input ``shape`` pooled by the tables ``t`` (and,
     float32 only, the exact running sums where a slab's values allow)."""
-    from ..kernels import separable  # compiled lazily: importing avgpool stays fast
+    from ..kernels import native, separable  # compiled lazily: importing avgpool stays fast
 
     slabs, channels = (shape[0] * shape[1], 1) if layout is Layout.NCX else (shape[0], shape[-1])
     tune = tuning.current()
@@ -167,21 +167,29 @@ def prepare_tables(
     group = 1 if parts > 1 else max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         slab_tables = _slab_tables(t, group, channels, parts)
+        separable.set_pass_addresses(slab_tables, dtype, dtype)
+        entry = separable.entry_kernel(slab_tables)
         args = (slab_tables,)
-        fallback = _native_address(separable.pool_slabs, dtype, args) if running is not None else None
+        fallback = _native_address(entry, dtype, args) if running is not None else None
         if fallback is None:
-            return PreparedPool(out_shape, dtype, items, separable.pool_slabs, args, pieces, False)
+            return PreparedPool(out_shape, dtype, items, entry, args, pieces, False)
         from ..kernels import running as exact
 
+        form = exact.exact_form(t.axes.shape[0], int(t.axes[0, columns.LENGTH]), running.passes)
         return PreparedPool(
-            out_shape, dtype, items, exact.pool_slabs_exact, (slab_tables, running, fallback), pieces, False
+            out_shape, dtype, items, exact.exact_kernel(form), (slab_tables, running, fallback), pieces, False
         )
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block
     # is pooled on its own, so groups never span more than a block
     slab_in = max(1, math.prod(shape) // max(1, slabs))
     block = max(1, tune.widen_block_elements // slab_in)
-    args = (_slab_tables(t, min(group, block), channels, parts), bool(dtype != np.float16), block)
+    slab_tables = _slab_tables(t, min(group, block), channels, parts)
+    separable.set_pass_addresses(slab_tables, np.float32, np.float64)
+    family = native.address(
+        separable.entry_kernel(slab_tables), separable.entry_signature(np.float32, np.float64, slab_tables)
+    )
+    args = (slab_tables, bool(dtype != np.float16), block, family)
     return PreparedPool(out_shape, dtype, items, separable.pool_slabs_16, args, pieces, True)
 
 
@@ -233,4 +241,5 @@ def _slab_tables(t: KernelTables, group: int, channels: int, parts: int) -> Slab
         plane_factors=t.plane_factors,
         plane_sums=t.plane_sums,
         parts=parts,
+        passes=np.zeros(t.axes.shape[0], np.int64),
     )

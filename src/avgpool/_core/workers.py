@@ -220,7 +220,7 @@ class _Crew:
             if x.flags.writeable:
                 # the kernels only read x: typed read-only always, the compiled wait loop and the
                 # kernel's address are the same for a writable input and a read-only one (a memory
-                # map, avgpool pool's input), and the shipped precompiled ones serve both
+                # map, avgpool pool's input), and one compiled kernel serves both
                 x = x.view()
                 x.flags.writeable = False
             done = bool(self.compiled.lead(address, self.board, pool, x, out, items, pieces, *args))
@@ -339,9 +339,9 @@ def run_pieces(kernel: Any, x: Any, out: Any, items: int, pieces: int, args: tup
         except Exception:  # noqa: BLE001 - the sharing machinery failed for this kernel: run it here
             pass
     if x.flags.writeable:
-        # the kernels only read x and are shipped compiled for a read-only x (as the crew calls
-        # them): through the dispatcher a writable one would compile a new signature, minutes
-        # for a thread whose helpers another thread is using (tests/test_threads.py)
+        # the kernels only read x and are compiled for a read-only x (as the crew calls them):
+        # through the dispatcher a writable one would compile a new signature, seconds for a
+        # thread whose helpers another thread is using (tests/test_threads.py)
         x = x.view()
         x.flags.writeable = False
     kernel(x, out, 0, items, *args)

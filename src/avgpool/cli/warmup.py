@@ -11,9 +11,9 @@ if TYPE_CHECKING:
 
 SUMMARY = "load or compile the kernels ahead of the first call (container images, CI)"
 DESCRIPTION = (
-    "Make each kind of first call once, so that later processes start warm: where the package ships "
-    "precompiled kernels for this CPU this only loads them; elsewhere it compiles them (up to a minute per "
-    "dtype) into the cache folder it prints (NUMBA_CACHE_DIR chooses it)."
+    "Make each kind of first call once, so that later processes start warm: it compiles the kernels "
+    "(a few seconds per kind) into the cache folder it prints (NUMBA_CACHE_DIR chooses it), or loads "
+    "them from there."
 )
 EXAMPLES = [
     "avgpool warmup",
@@ -32,13 +32,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace, stdout: TextIO) -> int:
     """Warm up the chosen kinds, a line each, then where compiled kernels are kept."""
     from .._warmup import cache_location, warmup
-    from ..kernels import jit
 
     warmup(
         args.kinds or None, report=lambda kind, seconds: print(f"{kind:26s} {seconds:6.2f} s", file=stdout, flush=True)
     )
-    levels = jit.shipped_levels()
-    print(f"precompiled kernels: {levels[0] if levels else 'none for this CPU, numba and Python'}", file=stdout)
     print(
         f"kernels compiled here are kept in: {cache_location() or 'no writable folder (set NUMBA_CACHE_DIR)'}",
         file=stdout,

@@ -3,7 +3,7 @@
 rather than a score of positional arguments. numba passes a named tuple of arrays and integers as
 one argument and resolves its fields by name when it compiles: a field read costs what reading
 an argument did. Each field keeps the Python type it is built with (int, float, bool, int64 and
-float64 arrays), so that every pool's tuple has the type the kernels are precompiled for."""
+float64 arrays), so that every pool's tuple has one type and the kernels one signature."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 
 
 class SlabTables(NamedTuple):
-    """What :func:`.separable.pool_slabs` pools slabs by (:class:`avgpool.tables.KernelTables`'s
+    """What :func:`.separable.entry_kernel` kernels pool slabs by (:class:`avgpool.tables.KernelTables`'s
     arrays, and how many slabs go together)."""
 
     group: int  # slabs pooled together: consecutive slabs are more outer rows of each pass
@@ -30,6 +30,7 @@ class SlabTables(NamedTuple):
     plane_factors: np.ndarray
     plane_sums: int  # float64 values of .small_planes' sums (a block of planes, a value of margin each side)
     parts: int  # items per slab (threads sharing few slabs): ranges of first-axis outputs, or of channels
+    passes: np.ndarray  # each axis's pass kernel, its machine-code address (.separable.set_pass_addresses)
 
 
 class RunningTables(NamedTuple):

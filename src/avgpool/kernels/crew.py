@@ -276,7 +276,7 @@ def _claim(board):
             return claim
 
 
-@kernel(entry=True, **JIT)
+@kernel(**JIT)
 def lead(kernel, board, pool, x, out, items, pieces, *args):
     """Post ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces`` (``kernel``: the address
     from :func:`native_address`) and take pieces until none is left; return when all are
@@ -306,7 +306,7 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     return _load(board, FAILED) == 0
 
 
-@kernel(entry=True, **JIT)
+@kernel(**JIT)
 def serve(kernel, board, pool, x_like, out_like, rounds, *args):
     """Take pieces of the jobs of pool ``pool`` (kernel at address ``kernel``, input and output
     shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, or the pool

@@ -8,8 +8,12 @@ one by one. Every window sums its taps from the first, in order (-0.0 + -0.0 sta
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 
+from .columns import DILATION, INNER_HI, INNER_LO, LENGTH, OFFSET, OUTPUTS, STRIDE
 from .jit import COMPUTE, INLINED, NO, YES, U, kernel
 
 
@@ -39,76 +43,88 @@ def _side_by_side_sums(src, p, dst, o, m, taps, scale, acc):
         dst[o + i] = (acc[level + two * i] + acc[level + two * i + one]) * scale
 
 
-@kernel(**COMPUTE)
-def strided_sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, stride, scale, acc):
-    """``dst[w + a*dst_row + i] = scale * sum_j src[p0 + a*src_row + j*tap_step + i*stride]``
-    for ``a < rows``, ``i < m``: the one loop nest every direct sum goes through.
+def _sums_kernel(many: bool) -> Any:
+    """:func:`strided_sums` (``many``: windows of any number of taps) or :func:`few_sums` (at
+    most 3 taps: the loops for more are not compiled)."""
+    MANY = many
 
-    Taps 1 to 3 are unrolled, more go into ``acc`` a few at a time; strides 1 and 2 (contiguous
-    taps) are spelled as literals: LLVM vectorises only loops with no inner loop and a known
-    stride (0.2 ns per output against 0.6 for the general form here). The row loop sits inside, so the set-up of a
-    short vector loop is paid once per pass rather than once per row.
-    """
-    f64 = np.float64
-    m, t1 = U(m), U(tap_step)
-    t2 = t1 + t1
-    two = U(2)
-    for a in range(rows):
-        p = U(p0 + a * src_row)
-        o = U(w + a * dst_row)
-        if 1 <= taps <= 3 and stride <= 2:
-            if stride == 1:
-                if taps == 1:
-                    for i in range(m):
-                        dst[o + i] = f64(src[p + i]) * scale
-                elif taps == 2:
-                    for i in range(m):
-                        dst[o + i] = (f64(src[p + i]) + f64(src[p + t1 + i])) * scale
-                else:
-                    for i in range(m):
-                        dst[o + i] = (f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])) * scale
-            elif t1 == 1:  # contiguous taps at a literal offset: LLVM vectorises the interleaved loads
-                one = U(1)
-                if taps == 1:
-                    for i in range(m):
-                        dst[o + i] = f64(src[p + two * i]) * scale
-                elif taps == 2:
-                    for i in range(m):
-                        dst[o + i] = (f64(src[p + two * i]) + f64(src[p + two * i + one])) * scale
-                else:
-                    for i in range(m):
-                        dst[o + i] = (
-                            f64(src[p + two * i]) + f64(src[p + two * i + one]) + f64(src[p + two * i + two])
-                        ) * scale
-            else:  # dilated taps at stride 2 (rare): the general loop
+    @kernel(key=("sums", many), **COMPUTE)
+    def sums(src, p0, dst, w, rows, src_row, dst_row, m, taps, tap_step, stride, scale, acc):
+        """``dst[w + a*dst_row + i] = scale * sum_j src[p0 + a*src_row + j*tap_step + i*stride]``
+        for ``a < rows``, ``i < m``: the one loop nest every direct sum goes through.
+
+        Taps 1 to 3 are unrolled, more go into ``acc`` a few at a time; strides 1 and 2 (contiguous
+        taps) are spelled as literals: LLVM vectorises only loops with no inner loop and a known
+        stride (0.2 ns per output against 0.6 for the general form here). The row loop sits inside,
+        so the set-up of a short vector loop is paid once per pass rather than once per row.
+        """
+        f64 = np.float64
+        m, t1 = U(m), U(tap_step)
+        t2 = t1 + t1
+        two = U(2)
+        for a in range(rows):
+            p = U(p0 + a * src_row)
+            o = U(w + a * dst_row)
+            if 1 <= taps <= 3 and stride <= 2:
+                if stride == 1:
+                    if taps == 1:
+                        for i in range(m):
+                            dst[o + i] = f64(src[p + i]) * scale
+                    elif taps == 2:
+                        for i in range(m):
+                            dst[o + i] = (f64(src[p + i]) + f64(src[p + t1 + i])) * scale
+                    else:
+                        for i in range(m):
+                            dst[o + i] = (f64(src[p + i]) + f64(src[p + t1 + i]) + f64(src[p + t2 + i])) * scale
+                elif t1 == 1:  # contiguous taps at a literal offset: LLVM vectorises the interleaved loads
+                    one = U(1)
+                    if taps == 1:
+                        for i in range(m):
+                            dst[o + i] = f64(src[p + two * i]) * scale
+                    elif taps == 2:
+                        for i in range(m):
+                            dst[o + i] = (f64(src[p + two * i]) + f64(src[p + two * i + one])) * scale
+                    else:
+                        for i in range(m):
+                            dst[o + i] = (
+                                f64(src[p + two * i]) + f64(src[p + two * i + one]) + f64(src[p + two * i + two])
+                            ) * scale
+                else:  # dilated taps at stride 2 (rare): the general loop
+                    _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
+                continue
+            if MANY and _side_by_side(taps, t1, stride) and acc.shape[0] >= m * U(taps):
+                _side_by_side_sums(src, p, dst, o, m, taps, scale, acc)
+                continue
+            if taps == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
+                for i in range(m):
+                    dst[o + i] = 0.0 * scale
+                continue
+            if taps <= 3:  # a stride above 2
                 _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
-            continue
-        if _side_by_side(taps, t1, stride) and acc.shape[0] >= m * U(taps):
-            _side_by_side_sums(src, p, dst, o, m, taps, scale, acc)
-            continue
-        if taps == 0:  # no valid tap: 0 * (1/0) is NaN unless padding counts
-            for i in range(m):
-                dst[o + i] = 0.0 * scale
-            continue
-        if taps <= 3:  # a stride above 2
-            _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
-            continue
-        # more taps: six (stride 1) or three taps at a time into acc (each pass over acc costs
-        # about as much as three taps: 1x16x256x256 k15 serial 3.03 ms with six, 3.34 with three); the
-        # last one to three taps go with acc straight into dst
-        if taps > 6 and stride == 1:
-            _add_six_taps(src, p, t1, acc, m, YES)
-            j = 6
-        else:
-            _add_three_taps(src, p, t1, stride, acc, m, YES)
-            j = 3
-        while taps - j > 6 and stride == 1:
-            _add_six_taps(src, p + U(j) * t1, t1, acc, m, NO)
-            j += 6
-        while taps - j > 3:
-            _add_three_taps(src, p + U(j) * t1, t1, stride, acc, m, NO)
-            j += 3
-        _last_taps(src, p + U(j) * t1, t1, stride, taps - j, acc, dst, o, m, scale)
+                continue
+            if MANY:  # (without: the plan promised at most 3 taps)
+                # more taps: six (stride 1) or three taps at a time into acc (each pass over acc costs
+                # about as much as three taps: 1x16x256x256 k15 serial 3.03 ms with six, 3.34 with three); the
+                # last one to three taps go with acc straight into dst
+                if taps > 6 and stride == 1:
+                    _add_six_taps(src, p, t1, acc, m, YES)
+                    j = 6
+                else:
+                    _add_three_taps(src, p, t1, stride, acc, m, YES)
+                    j = 3
+                while taps - j > 6 and stride == 1:
+                    _add_six_taps(src, p + U(j) * t1, t1, acc, m, NO)
+                    j += 6
+                while taps - j > 3:
+                    _add_three_taps(src, p + U(j) * t1, t1, stride, acc, m, NO)
+                    j += 3
+                _last_taps(src, p + U(j) * t1, t1, stride, taps - j, acc, dst, o, m, scale)
+
+    return sums
+
+
+strided_sums = _sums_kernel(True)
+few_sums = _sums_kernel(False)
 
 
 @kernel(**COMPUTE)
@@ -217,65 +233,6 @@ def _last_taps(src, p, t1, stride, taps, acc, dst, o, m, scale):
 
 
 @kernel(**COMPUTE)
-def direct_pass(
-    src, s0, dst, d0, outer, length, n_out, inner, t0, firsts, counts, scales, dil, stride, lo, hi, acc, u0, u1
-):
-    """Direct sums along an axis: ``outer`` rows of ``length`` x ``inner`` values, outputs
-    ``u0..u1`` of each row (a band of them only with ``outer == 1``), output ``u0`` at ``d0``.
-
-    Windows ``lo..hi`` lie wholly inside the input and share one divisor: with ``inner == 1``
-    they are one strided loop over outputs per row; with stride 1 one loop over all their rows
-    at once; otherwise one loop per output row. The clipped edge windows go one by one.
-    """
-    d0 -= u0 * inner  # where output 0 would be (maybe before the buffer: only outputs >= u0 are written)
-    a, b = max(lo, u0), min(hi, u1)
-    if b > a:
-        _interior_sums(
-            src,
-            s0,
-            dst,
-            d0,
-            outer,
-            length,
-            n_out,
-            inner,
-            firsts[t0 + a],
-            counts[t0 + a],
-            scales[t0 + a],
-            dil,
-            stride,
-            a,
-            b,
-            acc,
-        )
-    # the edge windows last: the flat interior loop also writes them (with windows that straddle
-    # two rows), and they overwrite that
-    for o in range(u0, u1):
-        if a <= o < b:
-            continue
-        if inner == 1:  # one output per row: a loop over the rows (one call per row costs more)
-            _edge_column(
-                src, s0 + firsts[t0 + o], dst, d0 + o, outer, length, n_out, counts[t0 + o], dil, scales[t0 + o]
-            )
-        else:
-            strided_sums(
-                src,
-                s0 + firsts[t0 + o] * inner,
-                dst,
-                d0 + o * inner,
-                outer,
-                length * inner,
-                n_out * inner,
-                inner,
-                counts[t0 + o],
-                dil * inner,
-                1,
-                scales[t0 + o],
-                acc,
-            )
-
-
-@kernel(**COMPUTE)
 def _edge_column(src, p0, dst, w, rows, length, n_out, taps, dil, scale):
     """``dst[w + a*n_out] = scale * sum_j src[p0 + a*length + j*dil]`` for ``a < rows``: one
     clipped window per row along a contiguous axis."""
@@ -293,72 +250,102 @@ def _edge_column(src, p0, dst, w, rows, length, n_out, taps, dil, scale):
         dst[o + a * out_step] = total * scale
 
 
-@kernel(**COMPUTE)
-def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, scale, dil, stride, lo, hi, acc):
-    """The windows ``lo..hi`` of every row, which lie wholly inside the input and share a divisor."""
-    start = s0 + first * inner
-    if inner == 1 and n_out * stride == length and outer > 1:
-        # each row's outputs continue where the previous row's stop, in the input as in the output:
-        # all rows are one long loop (rows of 28 outputs are too short to vectorise well); the
-        # outputs between two rows' interiors get windows straddling the rows, rewritten after
-        total = (outer - 1) * n_out + hi - lo
-        # windows side by side are summed in pairs in acc: taps values per output
-        chunk = max(1, acc.shape[0] // taps) if _side_by_side(taps, dil, stride) else acc.shape[0]
-        for c in range(0, total, chunk):
-            strided_sums(
-                src, start + c * stride, dst, d0 + lo + c, 1, 0, 0, min(chunk, total - c), taps, dil, stride, scale, acc
-            )
-    elif inner == 1 and dil == 1 and stride == 2:
-        # the common steps as literals: numba compiles strided_sums for them, and LLVM folds the
-        # set-up of each short row's loop (1x96x55x55 k3 s2 serial: 78 us against 91; 1x64x56x56
-        # k3 s1: 82-87 against 94-103)
-        strided_sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, 1, 2, scale, acc)
-    elif inner == 1 and dil == 1 and stride == 1:
-        strided_sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, 1, 1, scale, acc)
-    elif inner == 1:
-        strided_sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, dil, stride, scale, acc)
-    elif stride == 1:
-        strided_sums(
-            src,
-            start,
-            dst,
-            d0 + lo * inner,
-            outer,
-            length * inner,
-            n_out * inner,
-            (hi - lo) * inner,
-            taps,
-            dil * inner,
-            1,
-            scale,
-            acc,
-        )
-    elif n_out * stride == length:  # as above: one row of ``inner`` values per output of every row
-        strided_sums(
-            src,
-            start,
-            dst,
-            d0 + lo * inner,
-            (outer - 1) * n_out + hi - lo,
-            stride * inner,
-            inner,
-            inner,
-            taps,
-            dil * inner,
-            1,
-            scale,
-            acc,
-        )
-    else:
-        for o in range(lo, hi):
-            strided_sums(
+#: How the windows that lie wholly inside the input are summed along an axis (:func:`interior_kind`):
+#: along a contiguous axis (``inner == 1``) as one loop over all rows' outputs where each row's
+#: continue the previous row's, else row by row at a literal stride 2 or 1, or any; along an
+#: axis with ``inner`` values per position, at stride 1 over all rows at once, as one row of
+#: ``inner`` values per output where rows continue each other, else output by output.
+LINE_FLAT, LINE_STRIDE_TWO, LINE_STRIDE_ONE, LINE, ROWS_STRIDE_ONE, ROWS_FLAT, ROWS_EACH = range(7)
+
+
+def interior_kind(length: int, n_out: int, inner: int, dil: int, stride: int) -> int:
+    """The interior loop of an axis's direct pass (one of :data:`LINE_FLAT` ... :data:`ROWS_EACH`)."""
+    if inner == 1:
+        if n_out * stride == length:
+            return LINE_FLAT
+        if dil == 1 and stride == 2:
+            return LINE_STRIDE_TWO
+        if dil == 1 and stride == 1:
+            return LINE_STRIDE_ONE
+        return LINE
+    if stride == 1:
+        return ROWS_STRIDE_ONE
+    if n_out * stride == length:
+        return ROWS_FLAT
+    return ROWS_EACH
+
+
+@functools.cache
+def direct_pass_kernel(kind: int, many: bool) -> Any:
+    """The direct pass along an axis whose interior windows go by ``kind`` (:func:`interior_kind`)
+    and whose windows take more than 3 taps (``many``) or not: each combination compiles only
+    its own loops."""
+    KIND = kind
+    LINES = kind <= LINE
+    sums = strided_sums if many else few_sums
+
+    @kernel(key=("direct_pass", kind, many), **COMPUTE)
+    def interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, scale, dil, stride, lo, hi, acc):
+        """The windows ``lo..hi`` of every row, which lie wholly inside the input and share a divisor."""
+        start = s0 + first * inner
+        if KIND == LINE_FLAT:
+            # each row's outputs continue where the previous row's stop, in the input as in the
+            # output: all rows are one long loop (rows of 28 outputs are too short to vectorise
+            # well); the outputs between two rows' interiors get windows straddling the rows,
+            # rewritten after
+            total = (outer - 1) * n_out + hi - lo
+            # windows side by side are summed in pairs in acc: taps values per output
+            chunk = max(1, acc.shape[0] // taps) if _side_by_side(taps, dil, stride) else acc.shape[0]
+            for c in range(0, total, chunk):
+                sums(
+                    src,
+                    start + c * stride,
+                    dst,
+                    d0 + lo + c,
+                    1,
+                    0,
+                    0,
+                    min(chunk, total - c),
+                    taps,
+                    dil,
+                    stride,
+                    scale,
+                    acc,
+                )
+        elif KIND == LINE_STRIDE_TWO:
+            # the common steps as literals: numba compiles the sums for them, and LLVM folds the
+            # set-up of each short row's loop (1x96x55x55 k3 s2 serial: 78 us against 91; 1x64x56x56
+            # k3 s1: 82-87 against 94-103)
+            sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, 1, 2, scale, acc)
+        elif KIND == LINE_STRIDE_ONE:
+            sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, 1, 1, scale, acc)
+        elif KIND == LINE:
+            sums(src, start, dst, d0 + lo, outer, length, n_out, hi - lo, taps, dil, stride, scale, acc)
+        elif KIND == ROWS_STRIDE_ONE:
+            sums(
                 src,
-                start + (o - lo) * stride * inner,
+                start,
                 dst,
-                d0 + o * inner,
+                d0 + lo * inner,
                 outer,
                 length * inner,
                 n_out * inner,
+                (hi - lo) * inner,
+                taps,
+                dil * inner,
+                1,
+                scale,
+                acc,
+            )
+        elif KIND == ROWS_FLAT:  # as LINE_FLAT: one row of ``inner`` values per output of every row
+            sums(
+                src,
+                start,
+                dst,
+                d0 + lo * inner,
+                (outer - 1) * n_out + hi - lo,
+                stride * inner,
+                inner,
                 inner,
                 taps,
                 dil * inner,
@@ -366,3 +353,82 @@ def _interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, s
                 scale,
                 acc,
             )
+        else:
+            for o in range(lo, hi):
+                sums(
+                    src,
+                    start + (o - lo) * stride * inner,
+                    dst,
+                    d0 + o * inner,
+                    outer,
+                    length * inner,
+                    n_out * inner,
+                    inner,
+                    taps,
+                    dil * inner,
+                    1,
+                    scale,
+                    acc,
+                )
+
+    @kernel(key=("direct_pass", kind, many), **COMPUTE)
+    def direct_pass(src, s0, dst, d0, t, axis, outer, inner, prefix, suffix, acc, u0, u1, tiles):
+        """Direct sums along ``axis`` by the tables ``t`` (:class:`.arguments.SlabTables`):
+        ``outer`` rows of ``length`` x ``inner`` values, outputs ``u0..u1`` of each row (a band
+        of them only with ``outer == 1``), output ``u0`` at ``d0``; ``prefix``, ``suffix`` and
+        ``tiles``: unused (the block passes' scratch, :func:`.separable.block_axis`).
+
+        Windows ``lo..hi`` lie wholly inside the input and share one divisor (``KIND``'s loop).
+        The clipped edge windows go one by one.
+        """
+        axes, firsts, counts, scales = t.axes, t.firsts, t.counts, t.scales
+        length, n_out, t0 = axes[axis, LENGTH], axes[axis, OUTPUTS], axes[axis, OFFSET]
+        dil, stride, lo, hi = axes[axis, DILATION], axes[axis, STRIDE], axes[axis, INNER_LO], axes[axis, INNER_HI]
+        d0 -= u0 * inner  # where output 0 would be (maybe before the buffer: only outputs >= u0 are written)
+        a, b = max(lo, u0), min(hi, u1)
+        if b > a:
+            interior_sums(
+                src,
+                s0,
+                dst,
+                d0,
+                outer,
+                length,
+                n_out,
+                inner,
+                firsts[t0 + a],
+                counts[t0 + a],
+                scales[t0 + a],
+                dil,
+                stride,
+                a,
+                b,
+                acc,
+            )
+        # the edge windows last: the flat interior loop also writes them (with windows that straddle
+        # two rows), and they overwrite that
+        for o in range(u0, u1):
+            if a <= o < b:
+                continue
+            if LINES:  # one output per row: a loop over the rows (one call per row costs more)
+                _edge_column(
+                    src, s0 + firsts[t0 + o], dst, d0 + o, outer, length, n_out, counts[t0 + o], dil, scales[t0 + o]
+                )
+            else:
+                sums(
+                    src,
+                    s0 + firsts[t0 + o] * inner,
+                    dst,
+                    d0 + o * inner,
+                    outer,
+                    length * inner,
+                    n_out * inner,
+                    inner,
+                    counts[t0 + o],
+                    dil * inner,
+                    1,
+                    scales[t0 + o],
+                    acc,
+                )
+
+    return direct_pass

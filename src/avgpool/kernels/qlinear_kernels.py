@@ -137,7 +137,7 @@ def _planes_at_once(
         pa += g
 
 
-@kernel(entry=True, wide=True, **JIT)
+@kernel(**JIT)
 def pool_ncx(x, out, lo, hi, tab):
     """Output rows ``lo <= item < hi`` (item = plane * R_out + row).
 
@@ -470,7 +470,7 @@ def _pool_row(
         o = end
 
 
-@kernel(entry=True, wide=True, **JIT)
+@kernel(**JIT)
 def pool_nxc(x, out, lo, hi, tab):
     """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column), one output
     row at a time, every channel at once (vectorised over the contiguous channels)."""
@@ -625,7 +625,7 @@ def pool_nxc(x, out, lo, hi, tab):
         item += o1 - o0
 
 
-@kernel(entry=True, wide=True, **JIT)
+@kernel(**JIT)
 def pool_ncx_through_nxc(x, out, lo, hi, tab):
     """Channels first, x (N, C, R_in * W) and out (N, C, R_out * OW), by the channels-last kernel:
     items are (image, block of ``tab[BLOCK]`` channels); a block's planes are transposed into an
@@ -678,7 +678,7 @@ def _requantize(total, bias, scale, lo, hi, yzp):
     return np.int32(np.rint(f)) + yzp
 
 
-@kernel(entry=True, wide=True, **JIT)
+@kernel(**JIT)
 def global_ncx(x, out, lo, hi, tab):
     """x (P * n,) flat, out (P,): planes ``lo <= p < hi``. Each plane is summed in int32, wrapping
     around as MLAS's lanes do; the truncation at each step lets LLVM keep 16 lanes per vector
@@ -694,7 +694,7 @@ def global_ncx(x, out, lo, hi, tab):
         out[p] = _requantize(total, bias, scale, flo, fhi, yzp)
 
 
-@kernel(entry=True, wide=True, **JIT)
+@kernel(**JIT)
 def global_nxc(x, out, lo, hi, tab):
     """x (N, n, C), out (N * C,): batches ``lo <= b < hi``. Sums of up to 128 rows fit int16
     (|x| <= 255), which packs twice as many lanes per vector as int32; rows are added four at a

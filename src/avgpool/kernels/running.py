@@ -36,7 +36,9 @@ its length and kernel.
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Any
 
 import numpy as np
 from numba import types
@@ -44,7 +46,7 @@ from numba.extending import overload
 
 from .columns import LENGTH, OFFSET, OUTPUTS, PASS_CLIPPED, PASS_KERNEL, PASS_LINE, PASS_PAD_BEGIN
 from .crew import call_native
-from .jit import COMPUTE, INLINED, JIT, U, kernel
+from .jit import COMPUTE, INLINED, JIT, ONE, ZERO, U, kernel
 from .vector_scan import LANES, window_blocks
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
@@ -793,161 +795,186 @@ def _exact_stream(
             return
 
 
-@kernel(**COMPUTE)
-def _exact_group(
-    x,
-    bits,
-    out,
-    b,
-    slabs,
-    slab_in,
-    slab_out,
-    axes,
-    firsts,
-    counts,
-    scales,
-    passes,
-    headroom,
-    row_factors,
-    streamed,
-    ints,
-    levels,
-    state,
-    line,
-    sums,
-    boxed,
-    dims,
-    box,
-    r0,
-    r1,
-):
-    """Pool slabs ``b..b + slabs`` exactly in int64, their outputs ``r0..r1`` along axis 0 (all
-    but in a part of a slab: 2-D or more, not ``streamed``); False (nothing written) if the
-    check fails (one ``q`` for them all, from the whole slabs' values). NCX passes the
-    contiguous axis's (pad_begin, kernel, clipped). ``streamed``: 1-D NCX lines, or 2-D NCX
-    planes of one row, go through :func:`_streamed_lines`."""
-    q = fixed_point_exponent(bits, b * slab_in, (b + slabs) * slab_in, headroom)
-    if q == NOT_EXACT:
-        return False
-    unit = math.ldexp(1.0, q)
-    bias = _bias_of(unit)
-    ndim = axes.shape[0]
+#: The sweeps of :func:`exact_kernel`, one per kernel (:func:`exact_form` picks it): 1-D NCX lines
+#: streamed in chunks, 2-D NCX planes of one row streamed, 1-D NCX lines whole, 2-D NCX planes
+#: (:func:`_exact_plane`), any other slab (:func:`_exact_stream`).
+STREAMED_LINES, STREAMED_ROW, RUNNING_LINES, PLANE, STREAM = range(5)
+
+
+def exact_form(ndim: int, first_length: int, passes: np.ndarray) -> int:
+    """The sweep of :func:`exact_kernel` for slabs of ``ndim`` axes (the first ``first_length``
+    long) pooled by running-sum ``passes`` (RunningTables.passes)."""
     ncx = passes[0, PASS_LINE] > 0
-    pad_begin, kernel, clipped = passes[0, PASS_PAD_BEGIN], passes[0, PASS_KERNEL], passes[0, PASS_CLIPPED] > 0
-    if streamed and ndim == 1:
-        _streamed_lines(
-            x,
-            b * slab_in,
-            slabs,
-            axes[0, LENGTH],
-            axes[0, OUTPUTS],
-            pad_begin,
-            kernel,
-            bias,
-            line,
-            sums,
-            out,
-            b * slab_out,
-            unit,
-            scales,
-            axes[0, OFFSET],
-        )
-        return True
-    if streamed:  # 2-D planes of one row: each output row is that row's line, or nothing
-        n0, t0, n1, t1 = axes[0, OUTPUTS], axes[0, OFFSET], axes[1, OUTPUTS], U(axes[1, OFFSET])
-        for s in range(b, b + slabs):
-            for o in range(n0):
-                scale = unit * scales[t0 + o]
-                w = s * slab_out + o * n1
-                if counts[t0 + o] > 0:
-                    _streamed_lines(
-                        x,
-                        s * slab_in,
-                        1,
-                        axes[1, LENGTH],
-                        n1,
-                        pad_begin,
-                        kernel,
-                        bias,
-                        line,
-                        sums,
-                        out,
-                        w,
-                        scale,
-                        scales,
-                        axes[1, OFFSET],
-                    )
-                    continue
-                for i in range(U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
-                    out[U(w) + i] = 0.0 * scale * scales[t1 + i]
-        return True
+    one_line = ndim == 1 or (ndim == 2 and first_length == 1)
+    if ncx and one_line and (passes[0, PASS_CLIPPED] > 0 or passes[0, PASS_LINE] > WHOLE_LINE_MAX):
+        return STREAMED_LINES if ndim == 1 else STREAMED_ROW
     if ncx and ndim == 1:
-        _running_lines(
-            x,
-            b * slab_in,
-            slabs,
-            axes[0, LENGTH],
-            axes[0, OUTPUTS],
-            pad_begin,
-            kernel,
-            bias,
-            line,
-            sums,
-            out,
-            b * slab_out,
-            unit,
-            scales,
-            axes[0, OFFSET],
-        )
+        return RUNNING_LINES
+    return PLANE if ncx and ndim == 2 else STREAM
+
+
+@functools.cache
+def _exact_group_kernel(form: int) -> Any:
+    """:func:`_exact_group` for slabs of sweep ``form`` (:data:`STREAMED_LINES` ...): the
+    others are not compiled."""
+    FORM = form
+
+    @kernel(key=("exact_group", form), **COMPUTE)
+    def _exact_group(
+        x,
+        bits,
+        out,
+        b,
+        slabs,
+        slab_in,
+        slab_out,
+        axes,
+        firsts,
+        counts,
+        scales,
+        passes,
+        headroom,
+        row_factors,
+        streamed,
+        ints,
+        levels,
+        state,
+        line,
+        sums,
+        boxed,
+        dims,
+        box,
+        r0,
+        r1,
+    ):
+        """Pool slabs ``b..b + slabs`` exactly in int64, their outputs ``r0..r1`` along axis 0 (all
+        but in a part of a slab: 2-D or more, not ``streamed``); False (nothing written) if the
+        check fails (one ``q`` for them all, from the whole slabs' values). NCX passes the
+        contiguous axis's (pad_begin, kernel, clipped). ``streamed``: 1-D NCX lines, or 2-D NCX
+        planes of one row, go through :func:`_streamed_lines`."""
+        q = fixed_point_exponent(bits, b * slab_in, (b + slabs) * slab_in, headroom)
+        if q == NOT_EXACT:
+            return False
+        unit = math.ldexp(1.0, q)
+        bias = _bias_of(unit)
+        ncx = passes[0, PASS_LINE] > 0
+        pad_begin, kernel, clipped = passes[0, PASS_PAD_BEGIN], passes[0, PASS_KERNEL], passes[0, PASS_CLIPPED] > 0
+        if FORM == STREAMED_LINES:
+            _streamed_lines(
+                x,
+                b * slab_in,
+                slabs,
+                axes[0, LENGTH],
+                axes[0, OUTPUTS],
+                pad_begin,
+                kernel,
+                bias,
+                line,
+                sums,
+                out,
+                b * slab_out,
+                unit,
+                scales,
+                axes[0, OFFSET],
+            )
+            return True
+        if FORM == STREAMED_ROW:  # 2-D planes of one row: each output row is that row's line, or nothing
+            n0, t0, n1, t1 = axes[0, OUTPUTS], axes[0, OFFSET], axes[1, OUTPUTS], U(axes[1, OFFSET])
+            for s in range(b, b + slabs):
+                for o in range(n0):
+                    scale = unit * scales[t0 + o]
+                    w = s * slab_out + o * n1
+                    if counts[t0 + o] > 0:
+                        _streamed_lines(
+                            x,
+                            s * slab_in,
+                            1,
+                            axes[1, LENGTH],
+                            n1,
+                            pad_begin,
+                            kernel,
+                            bias,
+                            line,
+                            sums,
+                            out,
+                            w,
+                            scale,
+                            scales,
+                            axes[1, OFFSET],
+                        )
+                        continue
+                    for i in range(U(n1)):  # no valid tap: 0 * (1/0) is NaN unless padding counts
+                        out[U(w) + i] = 0.0 * scale * scales[t1 + i]
+            return True
+        if FORM == RUNNING_LINES:
+            _running_lines(
+                x,
+                b * slab_in,
+                slabs,
+                axes[0, LENGTH],
+                axes[0, OUTPUTS],
+                pad_begin,
+                kernel,
+                bias,
+                line,
+                sums,
+                out,
+                b * slab_out,
+                unit,
+                scales,
+                axes[0, OFFSET],
+            )
+            return True
+        for s in range(b, b + slabs):
+            if FORM == PLANE:
+                _exact_plane(
+                    x,
+                    s * slab_in,
+                    out,
+                    s * slab_out,
+                    axes,
+                    firsts,
+                    counts,
+                    scales,
+                    pad_begin,
+                    kernel,
+                    clipped,
+                    unit,
+                    line,
+                    sums,
+                    r0,
+                    r1,
+                )
+            else:
+                _exact_stream(
+                    x,
+                    s * slab_in,
+                    out,
+                    s * slab_out,
+                    axes,
+                    firsts,
+                    counts,
+                    scales,
+                    ncx,
+                    pad_begin,
+                    kernel,
+                    clipped,
+                    unit,
+                    ints,
+                    levels,
+                    state,
+                    line,
+                    sums,
+                    row_factors,
+                    boxed,
+                    dims,
+                    box,
+                    r0,
+                    r1,
+                )
         return True
-    for s in range(b, b + slabs):
-        if ncx and ndim == 2:
-            _exact_plane(
-                x,
-                s * slab_in,
-                out,
-                s * slab_out,
-                axes,
-                firsts,
-                counts,
-                scales,
-                pad_begin,
-                kernel,
-                clipped,
-                unit,
-                line,
-                sums,
-                r0,
-                r1,
-            )
-        else:
-            _exact_stream(
-                x,
-                s * slab_in,
-                out,
-                s * slab_out,
-                axes,
-                firsts,
-                counts,
-                scales,
-                ncx,
-                pad_begin,
-                kernel,
-                clipped,
-                unit,
-                ints,
-                levels,
-                state,
-                line,
-                sums,
-                row_factors,
-                boxed,
-                dims,
-                box,
-                r0,
-                r1,
-            )
-    return True
+
+    return _exact_group
 
 
 @kernel(**JIT)
@@ -985,70 +1012,103 @@ def _pool_not_exact(fallback, x, out, item, t):
         raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
 
 
-@kernel(entry=True, wide=True, **JIT)
-def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
-    """Pool slabs ``start..stop`` of a float32 input: each group of ``sums_plan.group`` slabs
-    exactly in int64 if its values allow (:func:`fixed_point_exponent`), else by
-    :func:`.separable.pool_slabs` with the tables ``t`` (:class:`.arguments.SlabTables`), called
-    at its native address ``fallback``: linked in, it would have LLVM optimise the whole float64
-    kernel again (23 s of the first call, measured). ``sums_plan``: :class:`.arguments.RunningTables`.
-    ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous axis of NCX, always
-    ``passes[0]``, its pad_begin, kernel, line length and whether it is clipped). A slab of
-    :func:`_exact_stream` is swept in boxes of ``box_outputs[d]`` outputs along each spatial
-    axis ``d`` (``box_outputs[ndim]``: channels) — its outputs, its channels: one box, the whole
-    slab. ``int_size``: the int64 running sums held, one row per level of the biggest box (the
-    engine's :func:`~avgpool.tables.running_plan` sizes both; a smaller one is refused)."""
-    axes, firsts, counts, scales, channels = t.axes, t.firsts, t.counts, t.scales, t.channels
-    passes, headroom, row_factors = sums_plan.passes, sums_plan.headroom, sums_plan.row_factors
-    int_size, box_outputs, exact_group = sums_plan.int_size, sums_plan.box_outputs, sums_plan.group
-    bits = x.view(np.uint32)
-    ndim = axes.shape[0]
-    ncx = passes[0, PASS_LINE] > 0
-    slab_in, slab_out, most = channels, channels, 1
-    for axis in range(ndim):
-        slab_in *= axes[axis, LENGTH]
-        slab_out *= axes[axis, OUTPUTS]
-        most = max(most, axes[axis, OUTPUTS])
-    levels = np.zeros((ndim, 2), np.int64)
-    state = np.zeros((ndim, 3), np.int64)
-    dims = np.zeros((ndim + 1, 3), np.int64)
-    box = np.zeros((ndim + 1, 4), np.int64)
-    dims[ndim, _STRIDE] = 1
-    for d in range(ndim - 1, -1, -1):
-        dims[d, _STRIDE] = dims[d + 1, _STRIDE] * (axes[d + 1, LENGTH] if d + 1 < ndim else channels)
-    boxed = False
-    for d in range(ndim + 1):
-        dims[d, _PER_BOX] = box_outputs[d]
-        boxed |= box_outputs[d] < (axes[d, OUTPUTS] if d < ndim else channels)
-    if _most_held(axes, firsts, counts, ncx, dims, box, levels) > int_size:
-        raise RuntimeError("the exact kernel was given too little scratch for its running sums")
-    ints = np.empty(int_size, np.int64)
-    # a 1-D NCX line, or the one row of 2-D NCX planes, longer than WHOLE_LINE_MAX or clipped
-    streamed = (
-        ncx
-        and (ndim == 1 or (ndim == 2 and axes[0, LENGTH] == 1))
-        and (passes[0, PASS_CLIPPED] > 0 or passes[0, PASS_LINE] > WHOLE_LINE_MAX)
-    )
-    if streamed:  # _streamed_lines: the values leaving and entering a chunk of windows
-        line = _cache_aligned(2 * LINE_CHUNK, 0)
-        sums = _cache_aligned(LINE_CHUNK, 0)
-    else:
-        # room for the eight-value blocks of _line_window_sums past the last output; the line's
-        # values start at its pad_begin (or at 0 when clipped)
-        lead = passes[0, PASS_PAD_BEGIN] if ncx and passes[0, PASS_CLIPPED] == 0 else 0
-        line = _cache_aligned((passes[0, PASS_LINE] if ncx else 0) + LANES, lead)
-        line[:] = 0  # the zeros around a line of column sums (the running sums touch only its values)
-        sums = _cache_aligned(most + LANES, 0)
-    n0, parts = axes[0, OUTPUTS], t.parts
-    if parts > 1:  # items are parts of slabs: ranges of their outputs along axis 0, checked whole
-        for item in range(start, stop):
-            b, part = item // parts, item % parts
-            if not _exact_group(
+@functools.cache
+def exact_kernel(form: int) -> Any:
+    """The entry kernel of the exact running sums for slabs of sweep ``form`` (:func:`exact_form`)."""
+    FORM = form
+    sweep = _exact_group_kernel(form)
+
+    @kernel(key=("exact", form), **JIT)
+    def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
+        """Pool slabs ``start..stop`` of a float32 input: each group of ``sums_plan.group`` slabs
+        exactly in int64 if its values allow (:func:`fixed_point_exponent`), else by
+        :func:`.separable.pool_slabs` with the tables ``t`` (:class:`.arguments.SlabTables`), called
+        at its native address ``fallback``: linked in, it would have LLVM optimise the whole float64
+        kernel again (23 s of the first call, measured). ``sums_plan``: :class:`.arguments.RunningTables`.
+        ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous axis of NCX, always
+        ``passes[0]``, its pad_begin, kernel, line length and whether it is clipped). A slab of
+        :func:`_exact_stream` is swept in boxes of ``box_outputs[d]`` outputs along each spatial
+        axis ``d`` (``box_outputs[ndim]``: channels) — its outputs, its channels: one box, the whole
+        slab. ``int_size``: the int64 running sums held, one row per level of the biggest box (the
+        engine's :func:`~avgpool.tables.running_plan` sizes both; a smaller one is refused)."""
+        axes, firsts, counts, scales, channels = t.axes, t.firsts, t.counts, t.scales, t.channels
+        passes, headroom, row_factors = sums_plan.passes, sums_plan.headroom, sums_plan.row_factors
+        int_size, box_outputs, exact_group = sums_plan.int_size, sums_plan.box_outputs, sums_plan.group
+        bits = x.view(np.uint32)
+        ndim = axes.shape[0]
+        ncx = passes[0, PASS_LINE] > 0
+        slab_in, slab_out, most = channels, channels, 1
+        for axis in range(ndim):
+            slab_in *= axes[axis, LENGTH]
+            slab_out *= axes[axis, OUTPUTS]
+            most = max(most, axes[axis, OUTPUTS])
+        levels = np.zeros((ndim, 2), np.int64)
+        state = np.zeros((ndim, 3), np.int64)
+        dims = np.zeros((ndim + 1, 3), np.int64)
+        box = np.zeros((ndim + 1, 4), np.int64)
+        dims[ndim, _STRIDE] = 1
+        for d in range(ndim - 1, -1, -1):
+            dims[d, _STRIDE] = dims[d + 1, _STRIDE] * (axes[d + 1, LENGTH] if d + 1 < ndim else channels)
+        boxed = False
+        for d in range(ndim + 1):
+            dims[d, _PER_BOX] = box_outputs[d]
+            boxed |= box_outputs[d] < (axes[d, OUTPUTS] if d < ndim else channels)
+        if _most_held(axes, firsts, counts, ncx, dims, box, levels) > int_size:
+            raise RuntimeError("the exact kernel was given too little scratch for its running sums")
+        ints = np.empty(int_size, np.int64)
+        # a 1-D NCX line, or the one row of 2-D NCX planes, longer than WHOLE_LINE_MAX or clipped
+        streamed = FORM <= STREAMED_ROW
+        if streamed:  # _streamed_lines: the values leaving and entering a chunk of windows
+            line = _cache_aligned(2 * LINE_CHUNK, 0)
+            sums = _cache_aligned(LINE_CHUNK, 0)
+        else:
+            # room for the eight-value blocks of _line_window_sums past the last output; the line's
+            # values start at its pad_begin (or at 0 when clipped)
+            lead = passes[0, PASS_PAD_BEGIN] if ncx and passes[0, PASS_CLIPPED] == 0 else 0
+            line = _cache_aligned((passes[0, PASS_LINE] if ncx else 0) + LANES, lead)
+            line[:] = 0  # the zeros around a line of column sums (the running sums touch only its values)
+            sums = _cache_aligned(most + LANES, 0)
+        n0, parts = axes[0, OUTPUTS], t.parts
+        if parts > 1:  # items are parts of slabs: ranges of their outputs along axis 0, checked whole
+            for item in range(start, stop):
+                b, part = item // parts, item % parts
+                if not sweep(
+                    x,
+                    bits,
+                    out,
+                    b,
+                    ONE,
+                    slab_in,
+                    slab_out,
+                    axes,
+                    firsts,
+                    counts,
+                    scales,
+                    passes,
+                    headroom,
+                    row_factors,
+                    streamed,
+                    ints,
+                    levels,
+                    state,
+                    line,
+                    sums,
+                    boxed,
+                    dims,
+                    box,
+                    part * n0 // parts,
+                    (part + 1) * n0 // parts,
+                ):
+                    _pool_not_exact(fallback, x, out, item, t)
+            return
+        for b in range(start, stop, exact_group):
+            slabs = min(exact_group, stop - b)
+            if sweep(
                 x,
                 bits,
                 out,
                 b,
-                1,
+                slabs,
                 slab_in,
                 slab_out,
                 axes,
@@ -1067,70 +1127,41 @@ def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
                 boxed,
                 dims,
                 box,
-                part * n0 // parts,
-                (part + 1) * n0 // parts,
-            ):
-                _pool_not_exact(fallback, x, out, item, t)
-        return
-    for b in range(start, stop, exact_group):
-        slabs = min(exact_group, stop - b)
-        if _exact_group(
-            x,
-            bits,
-            out,
-            b,
-            slabs,
-            slab_in,
-            slab_out,
-            axes,
-            firsts,
-            counts,
-            scales,
-            passes,
-            headroom,
-            row_factors,
-            streamed,
-            ints,
-            levels,
-            state,
-            line,
-            sums,
-            boxed,
-            dims,
-            box,
-            0,
-            n0,
-        ):
-            continue
-        # slab by slab, so that how a slab is pooled depends on its values only, not on the
-        # slabs it was grouped with (serial and threaded calls group differently)
-        for s in range(b, b + slabs):
-            if _exact_group(
-                x,
-                bits,
-                out,
-                s,
-                1,
-                slab_in,
-                slab_out,
-                axes,
-                firsts,
-                counts,
-                scales,
-                passes,
-                headroom,
-                row_factors,
-                streamed,
-                ints,
-                levels,
-                state,
-                line,
-                sums,
-                boxed,
-                dims,
-                box,
-                0,
+                ZERO,
                 n0,
             ):
                 continue
-            _pool_not_exact(fallback, x, out, s, t)
+            # slab by slab, so that how a slab is pooled depends on its values only, not on the
+            # slabs it was grouped with (serial and threaded calls group differently)
+            for s in range(b, b + slabs):
+                if sweep(
+                    x,
+                    bits,
+                    out,
+                    s,
+                    ONE,
+                    slab_in,
+                    slab_out,
+                    axes,
+                    firsts,
+                    counts,
+                    scales,
+                    passes,
+                    headroom,
+                    row_factors,
+                    streamed,
+                    ints,
+                    levels,
+                    state,
+                    line,
+                    sums,
+                    boxed,
+                    dims,
+                    box,
+                    ZERO,
+                    n0,
+                ):
+                    continue
+                _pool_not_exact(fallback, x, out, s, t)
+
+    return pool_slabs_exact

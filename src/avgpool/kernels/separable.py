@@ -15,20 +15,24 @@ negative-index wraparound test and LLVM vectorises the loop (3 to 5 times faster
 loop takes slices, because each numba slice costs two atomic reference-count updates (slices
 per row made a 28x28 pool four times slower than its arithmetic).
 
-Compiling costs a minute per dtype, so it happens lazily on first use, and the machine code is
-cached on disk or shipped precompiled (:mod:`.jit`). Kernels validate nothing: the engine hands
-them consistent tables.
+Each axis's pass is its own small kernel, chosen by the plan and called at its address
+(:mod:`.native`), so a first call compiles only the loops it runs (a few seconds); the machine
+code is cached on disk (:mod:`.jit`). Kernels validate nothing: the engine hands them consistent
+tables.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .blocks import block_pass
-from .columns import BLOCK, DILATION, FUSED, INNER_HI, INNER_LO, LENGTH, OFFSET, OUTPUTS, PLANE_PAD, STRIDE
-from .direct import direct_pass, strided_sums
+from .columns import BLOCK, DILATION, FUSED, LENGTH, OFFSET, OUTPUTS, PLANE_PAD, STRIDE
+from .direct import direct_pass_kernel, few_sums, interior_kind
 from .halfwidth import narrow, widen
-from .jit import COMPUTE, JIT, ONE, ZERO, U, kernel
+from .jit import COMPUTE, JIT, ZERO, U, kernel
+from .native import address, call_at, flat
 from .small_planes import pool_small_planes
 
 #: Rows turned into columns at a time by :func:`_transposed_pass` (vectors of this many sums).
@@ -38,73 +42,34 @@ TILE_MAX_LENGTH = 2048
 
 
 @kernel(**COMPUTE)
-def _one_pass(
-    src,
-    s_base,
-    dst,
-    d_base,
-    axes,
-    axis,
-    outer,
-    inner,
-    firsts,
-    counts,
-    splits,
-    scales,
-    prefix,
-    suffix,
-    acc,
-    u0,
-    u1,
-    tiles,
-):
-    """One pass along ``axis``, its outputs ``u0..u1`` (a band only for direct sums, ``outer == 1``)."""
+def block_axis(src, s_base, dst, d_base, t, axis, outer, inner, prefix, suffix, acc, u0, u1, tiles):
+    """The pass along ``axis`` by block partial sums (:mod:`.blocks`), with
+    :func:`.direct.direct_pass`'s arguments (``u0``, ``u1`` and ``acc``: unused, a block pass
+    is never banded); rows of a contiguous axis ``TILE_ROWS`` at a time turned into columns
+    where the tiles fit."""
+    axes = t.axes
     length, n_out, t0 = axes[axis, LENGTH], axes[axis, OUTPUTS], axes[axis, OFFSET]
-    dil, stride, block = axes[axis, DILATION], axes[axis, STRIDE], axes[axis, BLOCK]
-    lo, hi = axes[axis, INNER_LO], axes[axis, INNER_HI]
-    if block > 0 and inner == 1 and outer >= TILE_ROWS and tiles.shape[0] >= _tile_scratch(length, n_out):
+    dil, block = axes[axis, DILATION], axes[axis, BLOCK]
+    if inner == 1 and outer >= TILE_ROWS and tiles.shape[0] >= _tile_scratch(length, n_out):
         whole = outer - outer % TILE_ROWS
-        _transposed_pass(src, s_base, dst, d_base, axes, axis, whole, firsts, counts, splits, scales, tiles)
+        _transposed_pass(src, s_base, dst, d_base, axes, axis, whole, t.splits, t.scales, tiles)
         s_base, d_base, outer = s_base + whole * length, d_base + whole * n_out, outer - whole
-    if block > 0:
-        for a in range(outer):
-            block_pass(
-                src,
-                s_base + a * length * inner,
-                dst,
-                d_base + a * n_out * inner,
-                length,
-                n_out,
-                inner,
-                t0,
-                splits,
-                scales,
-                dil,
-                block,
-                prefix,
-                suffix,
-            )
-    else:
-        direct_pass(
+    for a in range(outer):
+        block_pass(
             src,
-            s_base,
+            s_base + a * length * inner,
             dst,
-            d_base,
-            outer,
+            d_base + a * n_out * inner,
             length,
             n_out,
             inner,
             t0,
-            firsts,
-            counts,
-            scales,
+            t.splits,
+            t.scales,
             dil,
-            stride,
-            lo,
-            hi,
-            acc,
-            u0,
-            u1,
+            block,
+            prefix,
+            suffix,
         )
 
 
@@ -115,20 +80,19 @@ def _tile_scratch(length, n_out):
 
 
 @kernel(**COMPUTE)
-def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts, splits, scales, tiles):
-    """A pass along a contiguous axis (``inner == 1``), ``TILE_ROWS`` rows at a time turned into
-    columns: the block sums then run along rows of ``TILE_ROWS`` values, as vectors, where along
-    the contiguous axis they are scalar chains (1x16x256x256, k21 along the last axis, serial: 3.2 ms
-    transposed against 8.7 ms). Direct sums gain less than the two transposes cost.
-    ``outer`` is a multiple of ``TILE_ROWS``."""
+def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, splits, scales, tiles):
+    """A block pass along a contiguous axis (``inner == 1``), ``TILE_ROWS`` rows at a time turned
+    into columns: the block sums then run along rows of ``TILE_ROWS`` values, as vectors, where
+    along the contiguous axis they are scalar chains (1x16x256x256, k21 along the last axis,
+    serial: 3.2 ms transposed against 8.7 ms). Direct sums gain less than the two transposes
+    cost. ``outer`` is a multiple of ``TILE_ROWS``."""
     length, n_out, t0 = axes[axis, LENGTH], axes[axis, OUTPUTS], axes[axis, OFFSET]
-    dil, stride, block = axes[axis, DILATION], axes[axis, STRIDE], axes[axis, BLOCK]
-    lo, hi = axes[axis, INNER_LO], axes[axis, INNER_HI]
+    dil, block = axes[axis, DILATION], axes[axis, BLOCK]
     rows = TILE_ROWS
     n_in = U(length * rows)
     tile_in, tile_out = tiles[:n_in], tiles[n_in : n_in + U(n_out * rows)]
     rest = n_in + U(n_out * rows)
-    prefix, suffix, acc = tiles[rest : rest + n_in], tiles[rest + n_in : rest + 2 * n_in], tiles[rest + 2 * n_in :]
+    prefix, suffix = tiles[rest : rest + n_in], tiles[rest + n_in : rest + 2 * n_in]
     r_step = U(rows)
     for a0 in range(0, outer, rows):
         p = U(s_base + a0 * length)
@@ -137,32 +101,7 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
             q = t * r_step
             for r in range(r_step):
                 tile_in[q + r] = src[p + r * n + t]
-        if block > 0:
-            block_pass(
-                tile_in, ZERO, tile_out, ZERO, length, n_out, rows, t0, splits, scales, dil, block, prefix, suffix
-            )
-        else:
-            direct_pass(
-                tile_in,
-                ZERO,
-                tile_out,
-                ZERO,
-                ONE,
-                length,
-                n_out,
-                rows,
-                t0,
-                firsts,
-                counts,
-                scales,
-                dil,
-                stride,
-                lo,
-                hi,
-                acc,
-                ZERO,
-                n_out,
-            )
+        block_pass(tile_in, ZERO, tile_out, ZERO, length, n_out, rows, t0, splits, scales, dil, block, prefix, suffix)
         p = U(d_base + a0 * n_out)
         m = U(n_out)
         for o in range(m):
@@ -172,9 +111,7 @@ def _transposed_pass(src, s_base, dst, d_base, axes, axis, outer, firsts, counts
 
 
 @kernel(**COMPUTE)
-def _pool_slabs(
-    x, out, start, stop, group, band, axes, firsts, counts, splits, scales, channels, scratch, size, tiles, parts
-):
+def _pool_slabs(x, out, start, stop, t, scratch, tiles):
     """Pool items ``start..stop`` of the flat input ``x`` into the flat ``out``: item ``i`` is
     part ``i % parts`` of slab ``i // parts``, the outputs of the first axis cut in ``parts``
     ranges (so that threads can share a few big slabs: ``parts > 1`` only with ``group == 1``
@@ -185,13 +122,24 @@ def _pool_slabs(
     next, so that its intermediates stay in cache too. A window's sum does not depend on the
     band or part it is computed in: the bits are the same however a slab is cut.
 
-    ``axes[i]``: axis ``i``'s row of :mod:`.columns` (length, outputs, table offset, ...).
-    ``scratch`` holds two ping-pong buffers of ``group * size`` and prefix, suffix and acc
-    of ``size``; ``tiles`` is the scratch of :func:`_transposed_pass`. Pass ``axis`` reads the
-    input (first pass) or the buffer the previous pass wrote, and writes the output (last pass)
-    or the other buffer; the four cases are spelled out because numba types each variable once
-    (input, buffers and output may have three dtypes).
+    Each axis's pass is the kernel at ``t.passes[axis]`` (:func:`pass_kernel`), called at its
+    address: compiled on its own for this plan, not linked in. ``scratch`` holds two ping-pong
+    buffers of ``group * size`` and prefix, suffix and acc of ``size``; ``tiles`` is the scratch
+    of :func:`_transposed_pass`. Pass ``axis`` reads the input (first pass) or the buffer the
+    previous pass wrote, and writes the output (last pass) or the other buffer; the four cases
+    are spelled out because numba types each variable once (input, buffers and output may have
+    three dtypes).
     """
+    axes, group, band, channels, size, parts, passes = (
+        t.axes,
+        t.group,
+        t.band,
+        t.channels,
+        t.scratch_size,
+        t.parts,
+        t.passes,
+    )
+    i64 = np.int64
     ndim = axes.shape[0]
     ping, pong = 0, group * size
     rest = 2 * group * size
@@ -219,90 +167,52 @@ def _pool_slabs(
                 v0, v1 = (u0, u1) if axis == 0 else (0, axes[axis, OUTPUTS])
                 previous = pong if axis % 2 == 0 else ping
                 following = ping if axis % 2 == 0 else pong
+                shape = (i64(axis), i64(outer), i64(inner), pre, suf, acc, i64(v0), i64(v1), tiles)
                 if axis == 0 and ndim == 1:
-                    _one_pass(
-                        x,
-                        b * slab_in,
-                        out,
-                        b * slab_out + u0 * row_out,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    call_at(passes[axis], (x, i64(b * slab_in), out, i64(b * slab_out + u0 * row_out), t) + shape)
                 elif axis == 0:
-                    _one_pass(
-                        x,
-                        b * slab_in,
-                        scratch,
-                        following,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    call_at(passes[axis], (x, i64(b * slab_in), scratch, i64(following), t) + shape)
                 elif axis == ndim - 1:
-                    _one_pass(
-                        scratch,
-                        previous,
-                        out,
-                        b * slab_out + u0 * row_out,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    call_at(passes[axis], (scratch, i64(previous), out, i64(b * slab_out + u0 * row_out), t) + shape)
                 else:
-                    _one_pass(
-                        scratch,
-                        previous,
-                        scratch,
-                        following,
-                        axes,
-                        axis,
-                        outer,
-                        inner,
-                        firsts,
-                        counts,
-                        splits,
-                        scales,
-                        pre,
-                        suf,
-                        acc,
-                        v0,
-                        v1,
-                        tiles,
-                    )
+                    call_at(passes[axis], (scratch, i64(previous), scratch, i64(following), t) + shape)
+
+
+def pass_kernel(t: Any, axis: int) -> Any:
+    """The kernel of axis ``axis``'s pass by the tables ``t``: block sums, or direct sums by
+    their interior loop and the most taps a window takes (:func:`.direct.direct_pass_kernel`)."""
+    axes = t.axes
+    if axes[axis, BLOCK] > 0:
+        return block_axis
+    inner = t.channels * int(np.prod(axes[axis + 1 :, LENGTH]))
+    kind = interior_kind(
+        int(axes[axis, LENGTH]), int(axes[axis, OUTPUTS]), inner, int(axes[axis, DILATION]), int(axes[axis, STRIDE])
+    )
+    t0, n_out = int(axes[axis, OFFSET]), int(axes[axis, OUTPUTS])
+    many = bool(n_out and t.counts[t0 : t0 + n_out].max() > 3)
+    return direct_pass_kernel(kind, many)
+
+
+def pass_signature(src_dtype: Any, dst_dtype: Any, t: Any) -> tuple:
+    """The types :func:`_pool_slabs` calls a pass with: source and destination flat arrays of
+    these dtypes, the tables ``t``, and the pass's place and scratch."""
+    from numba import typeof, types
+
+    i64, f64 = types.int64, flat(np.float64)
+    return (flat(src_dtype), i64, flat(dst_dtype), i64, typeof(t), i64, i64, i64, f64, f64, f64, i64, i64, f64)
+
+
+def set_pass_addresses(t: Any, x_dtype: Any, out_dtype: Any) -> None:
+    """Compile (or load) each axis's pass for the dtypes it reads and writes when the input is
+    ``x_dtype`` and the output ``out_dtype`` (intermediates are float64), and put their addresses
+    in ``t.passes``."""
+    ndim = t.axes.shape[0]
+    if not uses_passes(t):
+        return
+    for axis in range(ndim):
+        src = x_dtype if axis == 0 else np.float64
+        dst = out_dtype if axis == ndim - 1 else np.float64
+        t.passes[axis] = address(pass_kernel(t, axis), pass_signature(src, dst, t))
 
 
 @kernel(**COMPUTE)
@@ -336,8 +246,8 @@ def _fused_rows(x, out, b, r0, r1, axes, firsts, counts, scales, channels, h):
                     ) * sw
                 continue
             for j in range(taps_w):  # the first pass's sums, then the second's (direct.strided_sums)
-                strided_sums(x, np.int64(p + U(j) * tap_w), h, np.int64(U(j) * c), 1, 0, 0, c, taps_h, tap_h, 1, sh, h)
-            strided_sums(h, 0, out, np.int64(o), 1, 0, 0, c, taps_w, c, 1, sw, h)
+                few_sums(x, np.int64(p + U(j) * tap_w), h, np.int64(U(j) * c), 1, 0, 0, c, taps_h, tap_h, 1, sh, h)
+            few_sums(h, 0, out, np.int64(o), 1, 0, 0, c, taps_w, c, 1, sw, h)
 
 
 @kernel(fastmath={"reassoc"}, **COMPUTE)
@@ -397,65 +307,84 @@ def _global_slabs(x, out, start, stop, channels, scale, acc, parts):
             out[w + c] = acc[c] * scale
 
 
-@kernel(entry=True, **JIT)
-def pool_slabs(x, out, start, stop, t):
-    """Pool items ``start..stop`` (any thread: the GIL is released) by the tables ``t``
-    (:class:`.arguments.SlabTables`): slabs, or with ``t.parts > 1`` parts of slabs (ranges of
-    first-axis outputs, :func:`_pool_slabs` and :func:`_fused_rows`, or of channels,
-    :func:`_global_slabs`)."""
+@kernel(**JIT)
+def pool_planes(x, out, start, stop, t):
+    """Pool small planes with 3 x 3 "same" windows (tables.small_planes) ``start..stop``."""
+    pool_small_planes(x, out, start, stop, t.axes, t.plane_masks, t.plane_factors, np.empty(t.plane_sums))
+
+
+@kernel(**JIT)
+def pool_global(x, out, start, stop, t):
+    """Pool items ``start..stop`` whose one window covers every axis: running sums of one slab's
+    channels only (:func:`_global_slabs`)."""
+    _global_slabs(x, out, start, stop, t.channels, t.global_scale, np.empty(t.channels), t.parts)
+
+
+@kernel(**JIT)
+def pool_fused(x, out, start, stop, t):
+    """Pool items ``start..stop`` of channels-last planes whose two passes run fused
+    (:func:`_fused_rows`): three columns' sums of one position's channels only."""
     axes = t.axes
-    if axes[0, PLANE_PAD] >= 0:  # small planes, 3 x 3 "same" windows (tables.small_planes)
-        pool_small_planes(x, out, start, stop, axes, t.plane_masks, t.plane_factors, np.empty(t.plane_sums))
-        return
-    if t.global_scale > 0:  # running sums of one slab's channels only
-        _global_slabs(x, out, start, stop, t.channels, t.global_scale, np.empty(t.channels), t.parts)
-        return
-    if axes[0, FUSED] > 0:  # three columns' sums of one position's channels only
-        h = np.empty(3 * t.channels)
-        n0, parts = axes[0, OUTPUTS], t.parts
-        for item in range(start, stop):
-            part = item % parts
-            _fused_rows(
-                x,
-                out,
-                item // parts,
-                part * n0 // parts,
-                (part + 1) * n0 // parts,
-                axes,
-                t.firsts,
-                t.counts,
-                t.scales,
-                t.channels,
-                h,
-            )
-        return
-    scratch = np.empty((2 * t.group + 3) * t.scratch_size)
+    h = np.empty(3 * t.channels)
+    n0, parts = axes[0, OUTPUTS], t.parts
+    for item in range(start, stop):
+        part = item % parts
+        _fused_rows(
+            x,
+            out,
+            item // parts,
+            part * n0 // parts,
+            (part + 1) * n0 // parts,
+            axes,
+            t.firsts,
+            t.counts,
+            t.scales,
+            t.channels,
+            h,
+        )
+
+
+@kernel(**JIT)
+def pool_passes(x, out, start, stop, t):
+    """Pool items ``start..stop`` (any thread: the GIL is released) by one pass per axis with
+    the tables ``t`` (:class:`.arguments.SlabTables`, its ``passes`` set by
+    :func:`set_pass_addresses`): slabs, or with ``t.parts > 1`` parts of slabs (ranges of
+    first-axis outputs, :func:`_pool_slabs`)."""
+    axes = t.axes
     longest = 0
     for axis in range(axes.shape[0]):
         if axes[axis, LENGTH] <= TILE_MAX_LENGTH:
             longest = max(longest, _tile_scratch(axes[axis, LENGTH], axes[axis, OUTPUTS]))
-    _pool_slabs(
-        x,
-        out,
-        start,
-        stop,
-        t.group,
-        t.band,
-        axes,
-        t.firsts,
-        t.counts,
-        t.splits,
-        t.scales,
-        t.channels,
-        scratch,
-        t.scratch_size,
-        np.empty(longest),
-        t.parts,
-    )
+    _pool_slabs(x, out, start, stop, t, np.empty((2 * t.group + 3) * t.scratch_size), np.empty(longest))
+
+
+def uses_passes(t: Any) -> bool:
+    """Whether the tables ``t`` pool by :func:`pool_passes` (not small planes, one global window
+    or fused passes)."""
+    return not (t.axes[0, PLANE_PAD] >= 0 or t.global_scale > 0 or t.axes[0, FUSED] > 0)
+
+
+def entry_kernel(t: Any) -> Any:
+    """The entry kernel that pools by the tables ``t``: each family compiles on its own."""
+    if t.axes[0, PLANE_PAD] >= 0:
+        return pool_planes
+    if t.global_scale > 0:
+        return pool_global
+    if t.axes[0, FUSED] > 0:
+        return pool_fused
+    return pool_passes
+
+
+def entry_signature(x_dtype: Any, out_dtype: Any, t: Any) -> tuple:
+    """The types :func:`pool_slabs_16` calls an entry kernel with (a block widened to float32,
+    pooled into float64)."""
+    from numba import typeof, types
+
+    return (flat(x_dtype), flat(out_dtype), types.int64, types.int64, typeof(t))
 
 
 @kernel(**JIT)
-def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out):
+def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out, family):
     """Items ``start..stop`` of float16/bfloat16 bit patterns, each a part of a slab (a range of
     first-axis outputs, :func:`_pool_slabs`): only the input rows the part's windows read are
     widened (at their place in a slab-sized buffer), pooled as that part of slab 0, and its
@@ -475,14 +404,15 @@ def _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out):
                 hi = max(hi, firsts[t0 + o] + (counts[t0 + o] - 1) * dil + 1)
         if hi > lo:
             widen(bits, b * slab_in + lo * row_in, b * slab_in + hi * row_in, bfloat16, wide_in[lo * row_in :])
-        pool_slabs(wide_in, wide_out, part, part + 1, t)
+        call_at(family, (wide_in, wide_out, np.int64(part), np.int64(part + 1), t))
         narrow(wide_out[r0 * row_out : r1 * row_out], out_bits, b * slab_out + r0 * row_out, bfloat16)
 
 
-@kernel(entry=True, **JIT)
-def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
+@kernel(**JIT)
+def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs, family):
     """Pool slabs ``start..stop`` of float16/bfloat16 data given as bit patterns: blocks of
-    ``block_slabs`` slabs are widened to float32, pooled in float64 by the tables ``t`` and
+    ``block_slabs`` slabs are widened to float32, pooled in float64 by the tables ``t`` with the
+    entry kernel at address ``family`` (:func:`entry_kernel`, :func:`entry_signature`) and
     rounded once back; or, with ``t.parts > 1``, items ``start..stop``, parts of slabs
     (:func:`_parts_16`)."""
     axes = t.axes
@@ -491,12 +421,12 @@ def pool_slabs_16(bits, out_bits, start, stop, t, bfloat16, block_slabs):
         slab_in *= axes[axis, LENGTH]
         slab_out *= axes[axis, OUTPUTS]
     if t.parts > 1:
-        _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out)
+        _parts_16(bits, out_bits, start, stop, t, bfloat16, slab_in, slab_out, family)
         return
     wide_in = np.empty(block_slabs * slab_in, np.float32)
     wide_out = np.empty(block_slabs * slab_out, np.float64)
     for b in range(start, stop, block_slabs):
         n = min(block_slabs, stop - b)
         widen(bits, b * slab_in, (b + n) * slab_in, bfloat16, wide_in)
-        pool_slabs(wide_in, wide_out, 0, n, t)
+        call_at(family, (wide_in, wide_out, np.int64(0), np.int64(n), t))
         narrow(wide_out[: n * slab_out], out_bits, b * slab_out, bfloat16)

@@ -1,0 +1,38 @@
+"""A first call compiles only what it runs: counted, in a new process with an empty numba cache.
+
+Each family of kernels (small planes, one global window, fused channels-last passes, the passes
+per axis, the exact running sums) has its own entry kernel, and each axis's pass is compiled
+for its own loop (kernels/native.py), so the count of kernels a call compiles is a property of
+the code, not of the machine: a number, not a time (benchmarks/compile_times.py has the times).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from compile_times import compile_record  # noqa: E402
+
+#: Kernels of the families a kind must not compile (they are not the ones it runs).
+OTHER_FAMILIES = {
+    "float64": ("pool_small_planes", "_global_slabs", "_fused_rows", "block_pass", "pool_slabs_exact", "widen"),
+    "float32-nxc": ("pool_small_planes", "_global_slabs", "block_pass", "pool_slabs_exact", "widen"),
+    "float16": ("pool_small_planes", "_global_slabs", "_fused_rows", "block_pass", "pool_slabs_exact"),
+    "qlinear-uint8": ("pool_passes", "direct_pass", "sums", "pool_slabs_exact"),
+}
+#: The most kernels each kind may compile (one per function and signature). The single entry that
+#: dispatched to every family compiled 79 for float64 and 108 for float32.
+MOST = {"float64": 16, "float32-nxc": 14, "float16": 24, "qlinear-uint8": 12}
+
+
+@pytest.mark.parametrize("kind", list(MOST))
+def test_a_first_call_compiles_only_its_own_kernels(kind):
+    record = compile_record(kind)
+    names = [name for _, name in record["slowest"]]
+    assert record["kernels"] <= MOST[kind], names
+    strays = [name for name in names if any(name.split(".")[-1] == other for other in OTHER_FAMILIES[kind])]
+    assert not strays, strays
