@@ -74,6 +74,7 @@ BATTERY = textwrap.dedent("""
     digest = hashlib.sha256()
     def add(y):
         digest.update(np.ascontiguousarray(y).tobytes())
+    add(avgpool.average_pool(np.linspace(-1, 1, 2 * 3 * 9 * 7).reshape(2, 3, 9, 7), [3, 3], pads=[1] * 4))
     if kinds is None or "float32" in kinds:
         for dtype in (np.float32, np.float64, np.float16, ml_dtypes.bfloat16):
             x = (rng.standard_normal((2, 3, 33, 40)) * 10.0 ** rng.integers(-3, 4, (2, 3, 33, 40))).astype(dtype)

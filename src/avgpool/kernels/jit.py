@@ -54,6 +54,50 @@ U = np.uint64
 ZERO, ONE = np.int64(0), np.int64(1)
 YES, NO = np.bool_(True), np.bool_(False)
 
+#: Kernel modules whose loops run faster at 512-bit vectors on a CPU with AVX-512 (serial, min of
+#: 9 runs, AMD EPYC Zen 4, 256-bit vs 512-bit: QLinear NHWC 1x14x14x272 3x3 s2 p1 9.5 vs 8.4 us,
+#: 1x14x14x576 3x3 p1 46 vs 37, NCHW 1x192x28x28 3x3 p1 381 vs 329; float32 exact 1x16x256x256 k5
+#: 616 vs 555). The float passes' short loops end in long remainders at 512 bits, and run faster
+#: at 256 (float32 1x1024x7x7 7x7 6.6 vs 8.5 us, 1x192x28x28 3x3 p1 60 vs 65: bench.py): their
+#: functions carry LLVM's "prefer-vector-width"="256" (:func:`_prefer_256_bit_vectors`).
+WIDE_MODULES = ("qlinear_kernels", "running", "vector_scan")
+_PREFER_256 = '"prefer-vector-width"="256"'
+
+
+def _prefer_256_bit_vectors(post_lowering: Any) -> Any:
+    """numba's CPU post-lowering step, then the "prefer-vector-width"="256" attribute on the
+    functions of avgpool's kernels outside :data:`WIDE_MODULES` (numba's mangled names hold
+    the module path, e.g. ``7avgpool7kernels9separable``). llvmlite accepts only attributes it
+    knows by name; a string attribute is valid IR, printed as given."""
+
+    def hook(self: Any, module: Any, library: Any) -> None:
+        post_lowering(self, module, library)
+        for function in module.functions:
+            name = function.name
+            if (
+                not function.is_declaration
+                and "7avgpool7kernels" in name
+                and not any(f"{len(m)}{m}" in name for m in WIDE_MODULES)
+            ):
+                set.add(function.attributes, _PREFER_256)
+
+    return hook
+
+
+def _has_avx512() -> bool:
+    import llvmlite.binding as llvm
+
+    try:
+        return bool(llvm.get_host_cpu_features().get("avx512f"))
+    except RuntimeError:  # LLVM cannot tell on this platform
+        return False
+
+
+if _has_avx512():
+    from numba.core.cpu import CPUContext
+
+    CPUContext.post_lowering = _prefer_256_bit_vectors(CPUContext.post_lowering)
+
 _noticed: set[str] = set()  # one log line per kind of cache trouble, not one per kernel
 
 
