@@ -63,7 +63,7 @@ def test_a_truncated_or_garbage_cache_entry_is_ignored(tmp_path):
     folder = next((tmp_path / "numba-cache").rglob("separable.pool_passes-*.nbi")).parent
     for data in folder.glob("separable.pool_passes-*.nbc"):
         data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
-    for index in folder.glob("direct.direct_pass_kernel.direct_pass-*.nbi"):
+    for index in folder.glob("direct.direct_pass_kernel.direct_pass_*.nbi"):
         index.write_bytes(b"\x80\x04\x95 garbage, not an index")
     result = _run_battery(tmp_path, ["float64"])
     assert "pool_passes" in result["compiled"] and result["digest"] == expected["digest"]

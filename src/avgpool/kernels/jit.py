@@ -112,6 +112,12 @@ def kernel(*, key: tuple = (), **options: Any) -> Any:
     factory makes (constants of their closure), in their cache entries."""
 
     def decorate(py_func: Any) -> Any:
+        if key:
+            # numba names a compiled function by its qualified name, its argument types and a
+            # per-process counter: two products of one factory compiled in two processes could
+            # get the same symbol, and once both were loaded into one process (one from the
+            # cache) a lookup by name found the other's machine code. The key makes it theirs.
+            py_func.__qualname__ += "_" + "_".join(str(part) for part in key)
         dispatcher = njit(**options)(py_func)
         dispatcher._cache = KernelCache(py_func, key)
         return dispatcher
