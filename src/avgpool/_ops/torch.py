@@ -62,8 +62,10 @@ def avg_pool1d(
 
     >>> import numpy as np, avgpool.torch
     >>> x = np.arange(1.0, 6.0).reshape(1, 5)  # C x L
-    >>> avgpool.torch.avg_pool1d(x, 3, stride=2, padding=1), avgpool.torch.avg_pool1d(x, 3, 2, 1, count_include_pad=False)
-    (array([[1., 3., 3.]]), array([[1.5, 3. , 4.5]]))
+    >>> avgpool.torch.avg_pool1d(x, 3, stride=2, padding=1)
+    array([[1., 3., 3.]])
+    >>> avgpool.torch.avg_pool1d(x, 3, stride=2, padding=1, count_include_pad=False)
+    array([[1.5, 3. , 4.5]])
     """
     return _pool(1, "avg_pool1d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, None)
 
@@ -255,6 +257,11 @@ def _pool_plan(
             raise AvgPoolError(
                 f"`padding` {padding} with `kernel_size` {kernel}: padding must be at most half the kernel"
             )
+    if n == 3 and any(k > L for k, L in zip(kernel, spatial)):  # torch's avg_pool3d: the unpadded input
+        raise AvgPoolError(
+            f"`kernel_size` {kernel} is larger than the input's spatial shape {spatial} (avg_pool3d checks the "
+            "kernel against the input without its padding)"
+        )
     outs = tuple(_out_length(L, k, s, p, ceil) for L, k, s, p in zip(spatial, kernel, stride, padding))
     if min(outs) < 1:
         raise AvgPoolError(
