@@ -39,6 +39,8 @@ from ._args import (
     spatial_axes_text,
 )
 from ._remember import CallMemo, Miss
+from ._tensors import call as tensor_call
+from ._tensors import is_foreign
 
 #: The AvgPool versions of OpenVINO's opsets (opset 1 to 13 use AvgPool-1, 14 and 15 AvgPool-14).
 VERSIONS = (1, 14, 16)
@@ -265,6 +267,19 @@ def avg_pool(
         result = call_prepared(prepared, label, x, out)
         write_empty_windows(result, empty_windows)
         return result
+    if type(x) is not np.ndarray and is_foreign(x):  # a tensor: the call on its memory
+        kwargs = dict(
+            kernel=kernel,
+            exclude_pad=exclude_pad,
+            strides=strides,
+            pads_begin=pads_begin,
+            pads_end=pads_end,
+            rounding_type=rounding_type,
+            auto_pad=auto_pad,
+            dilations=dilations,
+            version=version,
+        )
+        return tensor_call(avg_pool, operator_label(check_version(version)), x, out, kwargs)
     version = check_version(version)
     label = operator_label(version)
     with error_context(label):
