@@ -19,13 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import columns
-from . import tuning
+from . import engine, tuning
 from .caches import BoundedCache
 from .outputs import check_output_fits
 from .plan import AxisPlan, make_plan
 from .pools import PreparedPool, prepare_tables
 from .shape import AxisGeometry, infer_output_shape, spatial_shape_of
-from .spec import Layout, PoolSpec
+from .spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from .tables import (
     KernelTables,
     _cache_aligned,
@@ -193,3 +193,26 @@ def prepare_with_divisor(
     tables = tables_from_plans(plans, channels, blocks, is_global(plans))
     running = running_plan(spec, spatial, channels, layout, tables) if dtype == np.float32 else None
     return prepare_tables(out_shape, shape, dtype, layout, tables, running)
+
+
+def adaptive_spec(spatial_shape: tuple[int, ...], outs: tuple[int, ...]) -> PoolSpec | None:
+    """The ordinary pool whose windows are the adaptive ones where every output size divides its
+    (non-empty) axis: kernel = stride = L / O, no pads; else None."""
+    if not all(length > 0 and o > 0 and length % o == 0 for length, o in zip(spatial_shape, outs)):
+        return None
+    kernel = tuple(length // o for length, o in zip(spatial_shape, outs))
+    n = len(kernel)
+    return PoolSpec(kernel, kernel, (1,) * n, ((0, 0),) * n, PadMode.EXPLICIT, Rounding.FLOOR, Divisor.VALID_TAPS)
+
+
+def prepare_adaptive(shape: tuple[int, ...], dtype: np.dtype, layout: Layout, outs: tuple[int, ...]) -> PreparedPool:
+    """Adaptive average pooling of an input ``shape`` to the spatial sizes ``outs`` (torch's
+    adaptive_avg_pool, OpenVINO's AdaptiveAvgPool-8): where every size divides its axis, the
+    ordinary pool of kernel = stride = L / O (:func:`adaptive_spec`: the bits of
+    average_pool's), else the adaptive windows' tables. An empty axis pooled to a non-empty one
+    has windows of no value: NaN (0/0)."""
+    spatial = spatial_shape_of(shape, layout)
+    spec = adaptive_spec(spatial, outs)
+    if spec is not None:
+        return engine.prepare(spec, shape, dtype, layout)
+    return prepare_windows(tuple(adaptive_axis(length, o) for length, o in zip(spatial, outs)), shape, dtype, layout)

@@ -311,15 +311,12 @@ def _plan(
 @functools.lru_cache(maxsize=512)
 def _adaptive_plan(n: int, shape: tuple[int, ...], dtype: np.dtype, layout: Layout, outs: tuple[int, ...]) -> Plan:
     spatial = shape[2:] if layout is Layout.NCX else shape[1:-1]
-    if all(o > 0 and L % o == 0 for L, o in zip(spatial, outs)):
-        # kernel = stride = L / O: average_pool's own pool, bit for bit
-        kernel = tuple(L // o for L, o in zip(spatial, outs))
-        spec = PoolSpec(kernel, kernel, (1,) * n, ((0, 0),) * n, PadMode.EXPLICIT, Rounding.FLOOR, Divisor.VALID_TAPS)
-        forward = engine.prepare(spec, shape, dtype, layout)
+    forward = adaptive.prepare_adaptive(shape, dtype, layout, outs)
+    spec = adaptive.adaptive_spec(spatial, outs)
+    if spec is not None:
         axes = adaptive.plan_axes(spec, spatial)
     else:
         axes = tuple(adaptive.adaptive_axis(L, o) for L, o in zip(spatial, outs))
-        forward = adaptive.prepare_windows(axes, shape, dtype, layout)
     divisors = tuple(np.asarray(w.divisor) for w in axes)
     return _plan(forward, axes, divisors, None, shape, layout)
 
