@@ -202,7 +202,7 @@ def _tensors_refuse_masked(x: Any) -> None:
 def _layout(array: np.ndarray) -> tuple[np.ndarray, Layout]:
     """A batched array in channels-last memory is pooled as the channels-last array it is."""
     if _tensors.channels_last(array):
-        return np.moveaxis(array, 1, -1), Layout.NXC
+        return array.transpose(_tensors.TO_LAST[array.ndim]), Layout.NXC
     return array, Layout.NCX
 
 
@@ -219,6 +219,10 @@ class Plan:
     divisors: tuple[np.ndarray, ...] | None  # per-axis divisors of the forward windows, or None
     in_shape: tuple[int, ...]  # the input's shape as the pools see it (layout applied)
     layout: Layout
+    # where every input position lies in at most one window: per axis, each position's window
+    # (index into the outputs) and whether it has one; and each window's divisor factor per axis
+    gathers: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+    window_divisors: tuple[np.ndarray, ...] = ()
 
     @functools.cached_property
     def adjoint(self) -> PreparedPool:
@@ -298,6 +302,15 @@ def _plan(
     windows, divided by one divisor in the adjoint's own scales where every window has it (the
     adjoint then pools the gradient as it is), else by each window's divisor first."""
     adjoint_axes = [adaptive.adjoint_axis(w) for w in axes]
+    gathers = None
+    if all(max(w.count, default=0) <= 1 for w in adjoint_axes):
+        gathers = tuple((np.asarray(w.first, np.intp), np.asarray(w.count) > 0) for w in adjoint_axes)
+    if override is not None:
+        window_divisors = tuple(
+            np.full(w.out, float(override) if a == len(axes) - 1 else 1.0) for a, w in enumerate(axes)
+        )
+    else:
+        window_divisors = tuple(np.asarray(w.divisor, np.float64) for w in axes)
     uniform = override if override is not None else None
     if divisors is not None and all(np.all(d == d[0]) for d in divisors if d.size):
         uniform = math.prod(float(d[0]) for d in divisors if d.size)
@@ -305,7 +318,7 @@ def _plan(
         last = adjoint_axes[-1]
         adjoint_axes[-1] = adaptive.AxisWindows(last.length, last.first, last.count, (float(uniform),) * last.out)
         divisors = None
-    return Plan(forward, tuple(adjoint_axes), divisors, shape, layout)
+    return Plan(forward, tuple(adjoint_axes), divisors, shape, layout, gathers, window_divisors)
 
 
 @functools.lru_cache(maxsize=512)
@@ -324,6 +337,38 @@ def _adaptive_plan(n: int, shape: tuple[int, ...], dtype: np.dtype, layout: Layo
 # ------------------------------------------------------------------------------ the calls
 
 
+def _plain(values: tuple) -> bool:
+    """Whether the arguments can key the call memo: None, bools, ints and tuples of ints (a list
+    cannot be hashed; a float or a bool among sizes must be refused, not found equal to an int)."""
+    for v in values:
+        kind = type(v)
+        if kind is tuple:
+            if not all(type(e) is int for e in v):
+                return False
+        elif not (v is None or kind is int or kind is bool):
+            return False
+    return True
+
+
+#: Calls validated before (by input shape, strides, dtype and arguments with their types): the
+#: plan, so that a repeated call costs its pool and a few microseconds (the arguments' checks
+#: cost ~6 us of a 1x1x4x4 call). Cleared when it holds _CALLS_HELD calls.
+_CALLS: dict[tuple, Plan] = {}
+_CALLS_HELD = 1024
+
+
+def _remember(key: tuple | None, plan: Plan) -> None:
+    if key is not None:
+        if len(_CALLS) >= _CALLS_HELD:
+            _CALLS.clear()
+        _CALLS[key] = plan
+
+
+def _pooled(plan: Plan, array: np.ndarray, unbatched: bool) -> np.ndarray:
+    batched = array[None] if unbatched else array
+    return batched.transpose(_tensors.TO_LAST[batched.ndim]) if plan.layout is Layout.NXC else batched
+
+
 def _pool(
     n: int,
     name: str,
@@ -337,6 +382,13 @@ def _pool(
 ) -> Any:
     with error_context(name):
         x, array, back, unbatched = _input(input, n)
+        arguments = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        key = None
+        if _plain(arguments):
+            key = (name, array.shape, array.strides, array.dtype, *arguments, *map(type, arguments))
+            plan = _CALLS.get(key)
+            if plan is not None:
+                return _run(plan, x, _pooled(plan, array, unbatched), back, unbatched)
         _check_rank(name, array.shape, n, False)
         kernel = _sizes("kernel_size", kernel_size, n, exact=n == 1)
         empty_stride = stride is None or (hasattr(stride, "__len__") and len(stride) == 0)
@@ -355,12 +407,19 @@ def _pool(
         plan = _pool_plan(
             n, pooled.shape, pooled.dtype, layout, kernel, strides, pads, ceil, include_pad, divisor_override
         )
+        _remember(key, plan)
         return _run(plan, x, pooled, back, unbatched)
 
 
 def _adaptive(n: int, name: str, input: Any, output_size: Any) -> Any:
     with error_context(name):
         x, array, back, unbatched = _input(input, n)
+        key = None
+        if _plain((output_size,)):
+            key = (name, array.shape, array.strides, array.dtype, output_size, type(output_size))
+            plan = _CALLS.get(key)
+            if plan is not None:
+                return _run(plan, x, _pooled(plan, array, unbatched), back, unbatched)
         _check_rank(name, array.shape, n, True)
         sizes = _sizes("output_size", output_size, n, exact=n == 1, none=n > 1)
         spatial = array.shape[-n:]
@@ -370,6 +429,7 @@ def _adaptive(n: int, name: str, input: Any, output_size: Any) -> Any:
         batched = array[None] if unbatched else array
         pooled, layout = _layout(batched)
         plan = _adaptive_plan(n, pooled.shape, pooled.dtype, layout, outs)
+        _remember(key, plan)
         return _run(plan, x, pooled, back, unbatched)
 
 
@@ -385,14 +445,13 @@ def _run(plan: Plan, x: Any, pooled: np.ndarray, back: Any, unbatched: bool) -> 
 
 def _finish(plan: Plan, result: np.ndarray, unbatched: bool) -> np.ndarray:
     if plan.layout is Layout.NXC:
-        result = np.moveaxis(result, -1, 1)
+        result = result.transpose(_tensors.TO_FIRST[result.ndim])
     return result[0] if unbatched else result
 
 
 def _as_pooled(plan: Plan, array: np.ndarray, unbatched: bool) -> np.ndarray:
     """An array of the caller's shape (batched or not, channels first) as the plan's pools see it."""
-    batched = array[None] if unbatched else array
-    return np.moveaxis(batched, 1, -1) if plan.layout is Layout.NXC else batched
+    return _pooled(plan, array, unbatched)
 
 
 def _adjoint(plan: Plan, grad: np.ndarray) -> np.ndarray:
@@ -402,6 +461,8 @@ def _adjoint(plan: Plan, grad: np.ndarray) -> np.ndarray:
     once (float64 sums, one rounding); otherwise ``grad`` is divided by each window's divisor in
     float64 first (exact integer divisors, one rounding each) and those quotients are summed in
     float64 and rounded once to the dtype."""
+    if plan.gathers is not None:  # each input position in at most one window: a gather
+        return _gathered(plan, grad)
     if plan.divisors is None:
         return plan.adjoint(np.ascontiguousarray(grad))
     divisor = plan.divisors[0]
@@ -410,6 +471,55 @@ def _adjoint(plan: Plan, grad: np.ndarray) -> np.ndarray:
     shape = (1, 1, *divisor.shape) if plan.layout is Layout.NCX else (1, *divisor.shape, 1)
     scaled = np.ascontiguousarray(grad, dtype=np.float64) / divisor.reshape(shape)
     return round_to(plan.adjoint(scaled), plan.forward.dtype)
+
+
+def _with_ones(shape: tuple[int, ...], spatial_axes: tuple[int, ...]) -> list[int]:
+    """``shape`` with a 1 after each spatial axis (the axes a tile's copies broadcast along)."""
+    out = []
+    for axis, size in enumerate(shape):
+        out.append(size)
+        if axis in spatial_axes:
+            out.append(1)
+    return out
+
+
+def _gathered(plan: Plan, grad: np.ndarray) -> np.ndarray:
+    """The adjoint where every input position lies in at most one window (kernel <= stride: most
+    adaptive pools, 2x2 s2): each position receives its window's ``grad / divisor``, one
+    quotient rounded once (float64 division, then to the dtype), gathered axis by axis, and 0
+    where it is in no window."""
+    spatial_axes = plan.layout.spatial_axes(grad.ndim)
+    divisor = np.ones((), np.float64)
+    for axis_windows in plan.window_divisors:
+        divisor = np.multiply.outer(divisor, axis_windows)
+    shape = [1] * grad.ndim
+    for array_axis, length in zip(spatial_axes, divisor.shape):
+        shape[array_axis] = length
+    quotients = round_to(grad.astype(np.float64) / divisor.reshape(shape), plan.forward.dtype)
+    tiles = [len(index) // max(1, q) for index, q in zip((g[0] for g in plan.gathers), divisor.shape)]
+    exact_tiles = all(
+        t > 0 and np.array_equal(index, np.arange(index.size) // t) and inside.all()
+        for t, (index, inside) in zip(tiles, plan.gathers)
+    )
+    if exact_tiles:  # windows that tile each axis (kernel = stride = L / O): one broadcast copy
+        expanded, target = [], []
+        for axis, size in enumerate(quotients.shape):
+            expanded.append(size)
+            target.append(size)
+            if axis in spatial_axes:
+                t = tiles[spatial_axes.index(axis)]
+                expanded.append(t)
+                target[-1] = size * t
+        view = quotients.reshape(_with_ones(quotients.shape, spatial_axes))
+        return np.ascontiguousarray(np.broadcast_to(view, expanded)).reshape(target)
+    result = quotients
+    for array_axis, (index, inside) in zip(spatial_axes, plan.gathers):
+        result = np.take(result, index, axis=array_axis)
+        if not inside.all():
+            shape = [1] * grad.ndim
+            shape[array_axis] = inside.size
+            result = np.where(inside.reshape(shape), result, np.zeros((), result.dtype))
+    return np.ascontiguousarray(result)
 
 
 @functools.cache
