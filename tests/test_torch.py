@@ -486,3 +486,24 @@ def test_no_grad_gives_no_graph():
     with torch.no_grad():
         assert at.avg_pool2d(x, 2).grad_fn is None
     assert at.avg_pool2d(x.detach(), 2).grad_fn is None
+
+
+def test_the_call_memo_keeps_values_of_other_types_apart():
+    x = torch.zeros(1, 1, 4, 4)
+    at.avg_pool2d(x, 2, ceil_mode=True)
+    with pytest.raises(avgpool.AvgPoolError, match="ceil_mode"):
+        at.avg_pool2d(x, 2, ceil_mode=1)
+    at.avg_pool2d(x, 1)
+    with pytest.raises(avgpool.AvgPoolError, match="kernel_size"):
+        at.avg_pool2d(x, True)
+    at.avg_pool2d(x, (2, 2), divisor_override=1)
+    with pytest.raises(avgpool.AvgPoolError, match="kernel_size"):
+        at.avg_pool2d(x, (2.0, 2), divisor_override=1)
+    with pytest.raises(avgpool.AvgPoolError, match="divisor_override"):
+        at.avg_pool2d(x, (2, 2), divisor_override=True)
+    at.adaptive_avg_pool2d(x, (2, 2))
+    with pytest.raises(avgpool.AvgPoolError, match="output_size"):
+        at.adaptive_avg_pool2d(x, (2.0, 2))
+    contiguous = at.adaptive_avg_pool2d(torch.zeros(2, 3, 4, 4), 2)
+    last = at.adaptive_avg_pool2d(torch.zeros(2, 3, 4, 4).contiguous(memory_format=torch.channels_last), 2)
+    assert contiguous.is_contiguous() and last.is_contiguous(memory_format=torch.channels_last)
