@@ -146,15 +146,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-ms", type=float, default=50.0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only")
+    parser.add_argument("--threads", type=int, default=THREADS, help="threads for each (numba's for avgpool)")
     parser.add_argument("--markdown", type=Path, help="write the table here (benchmarks/results/bench_torch.md)")
     args = parser.parse_args(argv)
     rounds, batch_ms = (3, 5.0) if args.quick else (args.rounds, args.batch_ms)
 
+    import numba
     import torch
 
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(args.threads)
+    numba.set_num_threads(args.threads)
     harness.warn_if_loaded()
-    env = harness.environment(THREADS, ("torch", "numba"))
+    env = harness.environment(args.threads, ("torch", "numba"))
     print(harness.describe(env))
     table = []
     chosen = harness.select(rows(), args.only)
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(summary))
     if args.markdown:
         lines = [
-            f"Median time per call, {THREADS} threads, float32 CPU tensors ({harness.describe(env)}).",
+            f"Median time per call, {args.threads} threads each, float32 CPU tensors ({harness.describe(env)}).",
             "",
             *markdown_table(["row", "group", "avgpool", "torch", "ratio", "max diff"], table),
             "",

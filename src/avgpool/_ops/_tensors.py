@@ -45,7 +45,7 @@ def as_numpy(x: Any, name: str = "the input", *, grad: bool = False) -> tuple[np
     avgpool.torch's own functions, which give gradients), is an AvgPoolError naming ``name``."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        return _from_torch(torch, x, name, grad), _to_torch
+        return _from_torch(torch, x, name, grad), to_torch
     return _from_dlpack(x, name)
 
 
@@ -70,7 +70,7 @@ def _from_torch(torch: Any, x: Any, name: str, grad: bool) -> np.ndarray:
         raise AvgPoolError(f"{name} is a torch tensor of dtype {x.dtype}, which numpy cannot read: {err}") from None
 
 
-def _to_torch(result: Any) -> Any:
+def to_torch(result: Any) -> Any:
     torch = sys.modules["torch"]  # a tensor came in: torch is imported
     if type(result) is not np.ndarray:
         return result
@@ -137,7 +137,7 @@ def call(
     tensor = torch is not None and isinstance(x, torch.Tensor)
     try:
         if tensor and x.is_cpu and not x.requires_grad and x.dtype is not torch.bfloat16:
-            array, back = x.numpy(), _to_torch  # the common tensor, without as_numpy's calls (~0.3 us)
+            array, back = x.numpy(), to_torch  # the common tensor, without as_numpy's calls (~0.3 us)
         else:
             array, back = as_numpy(x)
         target = as_numpy(out, "`out`")[0] if out is not None and is_foreign(out) else out

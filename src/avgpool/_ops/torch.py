@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,12 +40,15 @@ from .._core import adaptive, engine
 from .._core.outputs import dtype_name
 from .._core.pools import PreparedPool
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
-from ..errors import AvgPoolError, error_context
+from ..errors import AvgPoolError, labelled
 from . import _tensors
 from .block_mean import round_to
 
 _FLOATS = tuple(np.dtype(d) for d in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16))
 _FLOATS_TEXT = "float16, float32, float64 or bfloat16"
+_FLOAT_SET = frozenset(_FLOATS)  # native byte order only: a dtype test by hash
+#: torch's dtypes that Tensor.numpy() reads as they are (filled on the first tensor: torch's own objects)
+_TORCH_NATIVE: frozenset = frozenset()
 
 
 # ------------------------------------------------------------------------------ the functions
@@ -173,7 +177,12 @@ def _check_rank(name: str, shape: tuple[int, ...], n: int, adaptive_: bool) -> N
 def _input(x: Any, n: int) -> tuple[Any, np.ndarray, Any, bool]:
     """(the original input, the numpy array batched, the function back to the input's kind,
     whether it was unbatched)."""
-    if _tensors.is_foreign(x):
+    torch = sys.modules.get("torch")
+    if torch is not None and type(x) is torch.Tensor and x.is_cpu and x.dtype in (_TORCH_NATIVE or _native(torch)):
+        array, back = x.detach().numpy() if x.requires_grad else x.numpy(), _tensors.to_torch
+    elif type(x) is np.ndarray:
+        array, back = x, None
+    elif _tensors.is_foreign(x):
         array, back = _tensors.as_numpy(x, grad=True)
     else:
         _tensors_refuse_masked(x)
@@ -182,15 +191,21 @@ def _input(x: Any, n: int) -> tuple[Any, np.ndarray, Any, bool]:
         except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
             raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
         back = None
-    if array.dtype.newbyteorder("=") not in _FLOATS:
-        kind = "an integer" if array.dtype.kind in "iub" else f"a {dtype_name(array.dtype)}"
-        raise AvgPoolError(
-            f"the input is {kind} array (dtype {dtype_name(array.dtype)}): it must be {_FLOATS_TEXT}"
-            + (" (torch's integer division is not an average)" if array.dtype.kind in "iub" else "")
-        )
-    if not array.dtype.isnative:
+    if array.dtype not in _FLOAT_SET:
+        if array.dtype.newbyteorder("=") not in _FLOATS:
+            kind = "an integer" if array.dtype.kind in "iub" else f"a {dtype_name(array.dtype)}"
+            raise AvgPoolError(
+                f"the input is {kind} array (dtype {dtype_name(array.dtype)}): it must be {_FLOATS_TEXT}"
+                + (" (torch's integer division is not an average)" if array.dtype.kind in "iub" else "")
+            )
         array = array.astype(array.dtype.newbyteorder("="))
     return x, array, back, array.ndim == n + 1
+
+
+def _native(torch: Any) -> frozenset:
+    global _TORCH_NATIVE
+    _TORCH_NATIVE = frozenset((torch.float16, torch.float32, torch.float64))
+    return _TORCH_NATIVE
 
 
 def _tensors_refuse_masked(x: Any) -> None:
@@ -380,57 +395,77 @@ def _pool(
     count_include_pad: Any,
     divisor_override: Any,
 ) -> Any:
-    with error_context(name):
-        x, array, back, unbatched = _input(input, n)
-        arguments = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-        key = None
-        if _plain(arguments):
-            key = (name, array.shape, array.strides, array.dtype, *arguments, *map(type, arguments))
-            plan = _CALLS.get(key)
-            if plan is not None:
-                return _run(plan, x, _pooled(plan, array, unbatched), back, unbatched)
-        _check_rank(name, array.shape, n, False)
-        kernel = _sizes("kernel_size", kernel_size, n, exact=n == 1)
-        empty_stride = stride is None or (hasattr(stride, "__len__") and len(stride) == 0)
-        strides = kernel if empty_stride else _sizes("stride", stride, n, exact=n == 1)
-        pads = _sizes("padding", padding, n, exact=n == 1)
-        ceil = _flag("ceil_mode", ceil_mode)
-        include_pad = _flag("count_include_pad", count_include_pad)
-        if divisor_override is not None:
-            if not _is_int(divisor_override):
-                raise AvgPoolError(f"`divisor_override` must be an int or None, got {divisor_override!r}")
-            if divisor_override == 0:
-                raise AvgPoolError("`divisor_override` is 0: the divisor must not be zero")
-            divisor_override = int(divisor_override)
-        batched = array[None] if unbatched else array
-        pooled, layout = _layout(batched)
-        plan = _pool_plan(
-            n, pooled.shape, pooled.dtype, layout, kernel, strides, pads, ceil, include_pad, divisor_override
-        )
-        _remember(key, plan)
-        return _run(plan, x, pooled, back, unbatched)
+    try:
+        return _pool_call(n, name, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    except AvgPoolError as err:
+        raise labelled(name, err) from None
+
+
+def _pool_call(
+    n: int,
+    name: str,
+    input: Any,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: Any,
+    count_include_pad: Any,
+    divisor_override: Any,
+) -> Any:
+    x, array, back, unbatched = _input(input, n)
+    arguments = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    key = None
+    if _plain(arguments):
+        key = (name, array.shape, array.strides, array.dtype, *arguments, *map(type, arguments))
+        plan = _CALLS.get(key)
+        if plan is not None:
+            return _run(plan, x, _pooled(plan, array, unbatched), back, unbatched)
+    _check_rank(name, array.shape, n, False)
+    kernel = _sizes("kernel_size", kernel_size, n, exact=n == 1)
+    empty_stride = stride is None or (hasattr(stride, "__len__") and len(stride) == 0)
+    strides = kernel if empty_stride else _sizes("stride", stride, n, exact=n == 1)
+    pads = _sizes("padding", padding, n, exact=n == 1)
+    ceil = _flag("ceil_mode", ceil_mode)
+    include_pad = _flag("count_include_pad", count_include_pad)
+    if divisor_override is not None:
+        if not _is_int(divisor_override):
+            raise AvgPoolError(f"`divisor_override` must be an int or None, got {divisor_override!r}")
+        if divisor_override == 0:
+            raise AvgPoolError("`divisor_override` is 0: the divisor must not be zero")
+        divisor_override = int(divisor_override)
+    batched = array[None] if unbatched else array
+    pooled, layout = _layout(batched)
+    plan = _pool_plan(n, pooled.shape, pooled.dtype, layout, kernel, strides, pads, ceil, include_pad, divisor_override)
+    _remember(key, plan)
+    return _run(plan, x, pooled, back, unbatched)
 
 
 def _adaptive(n: int, name: str, input: Any, output_size: Any) -> Any:
-    with error_context(name):
-        x, array, back, unbatched = _input(input, n)
-        key = None
-        if _plain((output_size,)):
-            key = (name, array.shape, array.strides, array.dtype, output_size, type(output_size))
-            plan = _CALLS.get(key)
-            if plan is not None:
-                return _run(plan, x, _pooled(plan, array, unbatched), back, unbatched)
-        _check_rank(name, array.shape, n, True)
-        sizes = _sizes("output_size", output_size, n, exact=n == 1, none=n > 1)
-        spatial = array.shape[-n:]
-        outs = tuple(L if o is None else o for L, o in zip(spatial, sizes))
-        if any(o < 0 for o in outs):
-            raise AvgPoolError(f"`output_size` is {output_size!r}: every size must be >= 0")
-        batched = array[None] if unbatched else array
-        pooled, layout = _layout(batched)
-        plan = _adaptive_plan(n, pooled.shape, pooled.dtype, layout, outs)
-        _remember(key, plan)
-        return _run(plan, x, pooled, back, unbatched)
+    try:
+        return _adaptive_call(n, name, input, output_size)
+    except AvgPoolError as err:
+        raise labelled(name, err) from None
+
+
+def _adaptive_call(n: int, name: str, input: Any, output_size: Any) -> Any:
+    x, array, back, unbatched = _input(input, n)
+    key = None
+    if _plain((output_size,)):
+        key = (name, array.shape, array.strides, array.dtype, output_size, type(output_size))
+        plan = _CALLS.get(key)
+        if plan is not None:
+            return _run(plan, x, _pooled(plan, array, unbatched), back, unbatched)
+    _check_rank(name, array.shape, n, True)
+    sizes = _sizes("output_size", output_size, n, exact=n == 1, none=n > 1)
+    spatial = array.shape[-n:]
+    outs = tuple(L if o is None else o for L, o in zip(spatial, sizes))
+    if any(o < 0 for o in outs):
+        raise AvgPoolError(f"`output_size` is {output_size!r}: every size must be >= 0")
+    batched = array[None] if unbatched else array
+    pooled, layout = _layout(batched)
+    plan = _adaptive_plan(n, pooled.shape, pooled.dtype, layout, outs)
+    _remember(key, plan)
+    return _run(plan, x, pooled, back, unbatched)
 
 
 def _run(plan: Plan, x: Any, pooled: np.ndarray, back: Any, unbatched: bool) -> Any:
@@ -538,7 +573,7 @@ def _autograd() -> Any:
         def forward(ctx: Any, x: Any, plan: Plan, unbatched: bool) -> Any:
             ctx.plan, ctx.unbatched = plan, unbatched
             result = plan.forward(_as_pooled(plan, pooled_numpy(x), unbatched))
-            return _tensors._to_torch(_finish(plan, result, unbatched))
+            return _tensors.to_torch(_finish(plan, result, unbatched))
 
         @staticmethod
         def backward(ctx: Any, grad: Any) -> Any:
@@ -552,7 +587,7 @@ def _autograd() -> Any:
             if array.dtype != plan.forward.dtype:
                 raise AvgPoolError(f"the gradient has dtype {array.dtype}, the pool {plan.forward.dtype}")
             result = _adjoint(plan, _as_pooled(plan, array, unbatched))
-            return _tensors._to_torch(_finish(plan, result, unbatched))
+            return _tensors.to_torch(_finish(plan, result, unbatched))
 
         @staticmethod
         def backward(ctx: Any, grad: Any) -> Any:
