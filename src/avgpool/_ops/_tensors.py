@@ -140,7 +140,12 @@ def call(
             array, back = x.numpy(), to_torch  # the common tensor, without as_numpy's calls (~0.3 us)
         else:
             array, back = as_numpy(x)
-        target = as_numpy(out, "`out`")[0] if out is not None and is_foreign(out) else out
+        if out is None or type(out) is np.ndarray:
+            target = out
+        elif tensor and type(out) is torch.Tensor and out.is_cpu and not out.requires_grad and out.dtype is x.dtype:
+            target = out.numpy() if out.dtype is not torch.bfloat16 else as_numpy(out, "`out`")[0]
+        else:
+            target = as_numpy(out, "`out`")[0] if is_foreign(out) else out
         if layout is not None and channels_last(array) and kwargs.get(layout[0], layout[1]) == layout[1]:
             moved = array.ndim
             kwargs = {**kwargs, layout[0]: layout[2]}
