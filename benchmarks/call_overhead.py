@@ -2,7 +2,9 @@
 """What a plain function call costs over its prepared pool, on a call so small (1x1x4x4, k2,
 ``out=``) that the cost is the Python around the kernel: ``average_pool`` and
 ``qlinear_average_pool`` with the same argument objects every call (a model runner's) and with
-lists written in the call, OpenVINO's and oneDNN's functions, and the prepared pools.
+lists written in the call, OpenVINO's and oneDNN's functions, and the prepared pools; where
+torch is installed, the same calls on CPU tensors (their cost over the numpy call is the
+conversion both ways).
 
     python benchmarks/call_overhead.py     # the minimum over 15 rounds of 3 x 2000 calls, in us
 
@@ -41,6 +43,19 @@ cases = {
         x, ks, strides=st, pads_begin=b0, pads_end=e0, exclude_pad=True, data_format="NCX", out=out
     ),
 }
+try:  # the same calls on torch tensors (tensors in, tensors out: avgpool._ops._tensors)
+    import torch
+except ImportError:
+    torch = None
+if torch is not None:
+    xt, outt, xqt, outqt = (torch.from_numpy(a) for a in (x, out, xq, outq))
+    cases["torch prepared float"] = lambda: pool(xt, outt)
+    cases["torch function same objects"] = lambda: avgpool.average_pool(xt, ks, strides=st, out=outt)
+    cases["torch function no out"] = lambda: avgpool.average_pool(xt, ks, strides=st)
+    cases["numpy function no out"] = lambda: avgpool.average_pool(x, ks, strides=st)
+    cases["torch qlinear same objects"] = lambda: avgpool.qlinear_average_pool(
+        xqt, xs, xz, ys, yz, ks, strides=st, out=outqt
+    )
 for f in cases.values():
     for _ in range(50):
         f()
@@ -49,4 +64,4 @@ for r in range(15):
     for k, f in cases.items():
         res[k].append(min(timeit.repeat(f, number=2000, repeat=3)) / 2000 * 1e6)
 for k, v in res.items():
-    print(f"{k:24s} {min(v):.3f} us")
+    print(f"{k:30s} {min(v):.3f} us")

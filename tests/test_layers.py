@@ -3,7 +3,7 @@
 The layers, top down (docs/architecture.md):
 
 - ``cli/`` (the command line): imported by nothing but ``__main__``;
-- the public modules (``avgpool``, ``openvino``, ``onednn``, ``qlinear``, ``onnx``, ``dask``,
+- the public modules (``avgpool``, ``openvino``, ``onednn``, ``qlinear``, ``torch``, ``onnx``, ``dask``,
   ``xarray``, ``_warmup``);
 - ``_ops/``, one module per operator: imports ``_core``, ``kernels`` and ``errors`` only;
 - ``_core/``, the engine, which knows no attribute names: imports ``kernels`` and ``errors`` only;
@@ -188,8 +188,8 @@ def test_no_private_import_of_another_package():
 
 
 def test_the_public_modules_are_thin_faces():
-    """``avgpool.openvino``, ``.onednn`` and ``.qlinear`` only name their operator's functions."""
-    for face in ("openvino", "onednn", "qlinear"):
+    """``avgpool.openvino``, ``.onednn``, ``.qlinear`` and ``.torch`` only name their operator's functions."""
+    for face in ("openvino", "onednn", "qlinear", "torch"):
         tree = ast.parse((PACKAGE / f"{face}.py").read_text())
         statements = [node for node in tree.body if not isinstance(node, ast.Expr)]
         assert all(isinstance(node, (ast.ImportFrom, ast.Assign)) for node in statements), face

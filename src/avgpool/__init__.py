@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import AvgPoolError
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
-    from . import onednn, openvino
+    from . import onednn, openvino, torch
     from ._ops.block_mean import block_mean
     from ._ops.onnx import AveragePool, average_pool, output_shape
     from ._ops.qlinear import QLinearAveragePool, qlinear_average_pool, qlinear_global_average_pool
@@ -36,6 +36,7 @@ _LAZY = {
     "qlinear_global_average_pool": "_ops.qlinear",
     "onednn": None,
     "openvino": None,
+    "torch": None,
 }
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "QLinearAveragePool",
     "qlinear_average_pool",
     "qlinear_global_average_pool",
+    "torch",
     "warmup",
 ]
 __version__ = "0.1.0"

@@ -20,6 +20,8 @@ from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context
 from ._args import as_choice, as_flag, as_input_array, as_input_shape, as_int_tuple, spatial_axes_text
 from ._remember import CallMemo, Miss
+from ._tensors import call as tensor_call
+from ._tensors import is_foreign
 
 LABEL = "oneDNN AvgPool"
 
@@ -144,6 +146,18 @@ def avg_pool(
     found = _recall(x, *args)
     if type(found) is not Miss:  # validated before: the prepared pool
         return call_prepared(found, LABEL, x, out)
+    if type(x) is not np.ndarray and is_foreign(x):  # a tensor: the call on its memory
+        kwargs = dict(
+            kernel=kernel,
+            strides=strides,
+            pads_begin=pads_begin,
+            pads_end=pads_end,
+            exclude_pad=exclude_pad,
+            rounding_type=rounding_type,
+            auto_pad=auto_pad,
+            data_format=data_format,
+        )
+        return tensor_call(avg_pool, LABEL, x, out, kwargs, ("data_format", "NCX", "NXC"))
     with error_context(LABEL):
         array = as_input_array(x, DTYPES, DTYPES_TEXT, min_rank=0)
         layout = parse_layout(data_format)

@@ -32,6 +32,8 @@ from ._args import (
     spatial_axes_text,
 )
 from ._remember import CallMemo, Miss
+from ._tensors import call as tensor_call
+from ._tensors import is_foreign
 from .block_mean import round_to
 
 #: average_pool's scalar defaults, the objects themselves (its memo key leaves them out when a call
@@ -87,13 +89,20 @@ def average_pool(
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
     if skipna is not False or min_count is not _ONE:  # values that can be missing, or a bad value
+        if is_foreign(x):
+            args = (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, dilations, opset, layout)
+            return _tensor_call(x, out, *args, skipna, min_count)
         args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
         return _with_missing_values(x, out, skipna, min_count, *args)
     found = _recall(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
     if type(found) is Miss:
-        if type(x) is not _ndarray and is_masked(x):  # masked values are missing
-            args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
-            return _with_missing_values(x, out, skipna, min_count, *args)
+        if type(x) is not _ndarray:
+            if is_foreign(x):  # a torch tensor, another __dlpack__ array: the numpy call on its memory
+                args = (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, dilations, opset, layout)
+                return _tensor_call(x, out, *args, skipna, min_count)
+            if is_masked(x):  # masked values are missing
+                args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+                return _with_missing_values(x, out, skipna, min_count, *args)
         return _validated_call(
             x,
             out,
@@ -113,6 +122,36 @@ def average_pool(
         return prepared(x, out)
     except AvgPoolError as err:  # only `out` can be wrong here
         raise labelled(label, err) from None
+
+
+def _tensor_call(x: Any, out: Any, *args: Any) -> Any:
+    """:func:`average_pool` of a tensor (:func:`._tensors.call`): a channels-last one pooled as
+    NXC on its own memory."""
+    kwargs = dict(zip(_ARGUMENTS, args))
+    return tensor_call(average_pool, lambda: _label_of(kwargs["opset"]), x, out, kwargs, _LAYOUTS)
+
+
+#: average_pool's keyword arguments but ``out``, in the order :func:`_tensor_call` takes them.
+_ARGUMENTS = (
+    "kernel_shape",
+    "strides",
+    "pads",
+    "auto_pad",
+    "ceil_mode",
+    "count_include_pad",
+    "dilations",
+    "opset",
+    "layout",
+    "skipna",
+    "min_count",
+)
+
+
+def _label_of(opset: Any) -> str:
+    try:
+        return operator_label(op_version(opset))
+    except AvgPoolError:
+        return "AveragePool"
 
 
 def _with_missing_values(
@@ -294,12 +333,28 @@ class AveragePool:
                     return prepared(x, out)
                 except AvgPoolError as err:  # only `out` can be wrong here
                     raise labelled(operator_label(self._version), err) from None
+        if is_foreign(x):  # a tensor: the call on its memory, a channels-last one by an NXC twin
+            layout = self._attributes["layout"]
+            return tensor_call(self._in_layout, operator_label(self._version), x, out, {"layout": layout}, _LAYOUTS)
         with error_context(operator_label(self._version)):
             array, spec, layout = _validated(x, self._version, **self._attributes)
             prepared = engine.prepare(spec, array.shape, array.dtype, layout)
             if array is x:
                 self._prepared.put((array.shape, array.dtype), prepared)
             return prepared(array, out)
+
+    def _in_layout(self, x: np.ndarray, out: Any, layout: Any) -> np.ndarray:
+        """This pool, or its twin of the other layout (a channels-last tensor given to an NCX pool)."""
+        if layout == self._attributes["layout"]:
+            return self(x, out)
+        twin = self.__dict__.get("_twin")
+        if twin is None:
+            twin = self._twin = AveragePool(**{**self._attributes, "layout": layout})
+        return twin(x, out)
+
+
+#: How a tensor call names average_pool's layouts (argument, channels first, channels last).
+_LAYOUTS = ("layout", "NCX", "NXC")
 
 
 def validated_call_arguments(x: Any, version: int, args: tuple) -> tuple[np.ndarray, PoolSpec, Layout]:

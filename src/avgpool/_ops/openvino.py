@@ -1,6 +1,6 @@
 """OpenVINO AvgPool-1, -14 and -16 in one place: the attribute rules (docs/semantics.md 5.3),
 the windows with no valid tap as the CPU plugin computes them, :func:`avg_pool` and
-:func:`output_shape`.
+:func:`output_shape`; and AdaptiveAvgPool-8, :func:`adaptive_avg_pool`.
 
 Validation follows what the OpenVINO runtime (2026.4, shape inference and CPU plugin) accepts and
 refuses, so that a model valid in one is valid in the other; the messages name the rule.
@@ -22,7 +22,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._core import engine
+from .._core import adaptive, engine
 from .._core.memo import call_prepared
 from .._core.plan import make_plan
 from .._core.shape import infer_output_shape, same_pads
@@ -39,6 +39,8 @@ from ._args import (
     spatial_axes_text,
 )
 from ._remember import CallMemo, Miss
+from ._tensors import call as tensor_call
+from ._tensors import is_foreign
 
 #: The AvgPool versions of OpenVINO's opsets (opset 1 to 13 use AvgPool-1, 14 and 15 AvgPool-14).
 VERSIONS = (1, 14, 16)
@@ -265,6 +267,19 @@ def avg_pool(
         result = call_prepared(prepared, label, x, out)
         write_empty_windows(result, empty_windows)
         return result
+    if type(x) is not np.ndarray and is_foreign(x):  # a tensor: the call on its memory
+        kwargs = dict(
+            kernel=kernel,
+            exclude_pad=exclude_pad,
+            strides=strides,
+            pads_begin=pads_begin,
+            pads_end=pads_end,
+            rounding_type=rounding_type,
+            auto_pad=auto_pad,
+            dilations=dilations,
+            version=version,
+        )
+        return tensor_call(avg_pool, operator_label(check_version(version)), x, out, kwargs)
     version = check_version(version)
     label = operator_label(version)
     with error_context(label):
@@ -340,3 +355,37 @@ def output_shape(
             dilations=dilations,
         )
         return infer_output_shape(spec, shape, Layout.NCX)
+
+
+#: AdaptiveAvgPool-8's operator label.
+ADAPTIVE_LABEL = "AdaptiveAvgPool-8"
+
+
+def adaptive_avg_pool(x: Any, output_shape: Sequence[int], *, out: np.ndarray | None = None) -> np.ndarray:
+    """OpenVINO AdaptiveAvgPool-8 (``opset8.adaptive_avg_pool``): each spatial axis of length
+    ``L`` pooled to ``O = output_shape[i]`` windows, window ``j`` covering
+    ``[floor(j L / O), ceil((j + 1) L / O))`` and divided by its own size.
+
+    >>> import numpy as np, avgpool.openvino
+    >>> avgpool.openvino.adaptive_avg_pool(np.arange(5.0).reshape(1, 1, 5), [3])
+    array([[[0.5, 2. , 3.5]]])
+
+    ``x`` is N x C x D1 [x D2 [x D3]] (rank 3 to 5), float16, float32, float64 or bfloat16;
+    ``output_shape`` holds one non-negative size per spatial axis (0 gives an empty axis, as
+    OpenVINO does). Where every size divides its axis the windows are AvgPool's with kernel =
+    stride = L / O, bit for bit :func:`avgpool.average_pool`'s; sums are float64 and rounded
+    once, so float32 inputs whose sums overflow float32 in OpenVINO (inf) give the exact average.
+    An empty spatial axis pooled to a non-empty one gives NaN (0/0; the CPU plugin returns what
+    its output memory held). OpenVINO also runs integer tensors; this function refuses them, as
+    :func:`avg_pool` does (an integer average would be rounded or truncated).
+
+    Raises :class:`avgpool.AvgPoolError` where OpenVINO refuses the model (a rank other than 3 to
+    5, ``output_shape`` of another length than the spatial axes, a negative size) or the dtype.
+    """
+    if type(x) is not np.ndarray and is_foreign(x):  # a tensor: the call on its memory
+        return tensor_call(adaptive_avg_pool, ADAPTIVE_LABEL, x, out, {"output_shape": output_shape})
+    with error_context(ADAPTIVE_LABEL):
+        array = as_input_array(x, DTYPES, DTYPES_TEXT, min_rank=3, max_rank=5)
+        outs = as_int_tuple("output_shape", output_shape, array.ndim - 2, spatial_axes_text(array.shape), minimum=0)
+        prepared = adaptive.prepare_adaptive(array.shape, array.dtype, Layout.NCX, outs)
+        return prepared(array, out)

@@ -26,6 +26,8 @@ from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context, labelled
 from ._args import as_flag, as_int_tuple, refuse_masked, spatial_axes_text
 from ._remember import CallMemo, Miss
+from ._tensors import call as tensor_call
+from ._tensors import is_foreign
 from .onnx import auto_pad_name
 
 LABEL = "QLinearAveragePool"
@@ -390,6 +392,21 @@ def qlinear_average_pool(
         channels_last,
     )
     if type(found) is Miss:
+        if type(x) is not _ndarray and is_foreign(x):  # a tensor: the call on its memory
+            kwargs = dict(
+                x_scale=x_scale,
+                x_zero_point=x_zero_point,
+                y_scale=y_scale,
+                y_zero_point=y_zero_point,
+                kernel_shape=kernel_shape,
+                strides=strides,
+                pads=pads,
+                auto_pad=auto_pad,
+                ceil_mode=ceil_mode,
+                count_include_pad=count_include_pad,
+                channels_last=channels_last,
+            )
+            return tensor_call(qlinear_average_pool, LABEL, x, out, kwargs, _LAYOUTS)
         return _validated_call(
             x,
             out,
@@ -442,6 +459,15 @@ def qlinear_global_average_pool(
 
     Raises :class:`avgpool.AvgPoolError` for any invalid input, scalar or ``out``.
     """
+    if type(x) is not _ndarray and is_foreign(x):  # a tensor: the call on its memory
+        kwargs = dict(
+            x_scale=x_scale,
+            x_zero_point=x_zero_point,
+            y_scale=y_scale,
+            y_zero_point=y_zero_point,
+            channels_last=channels_last,
+        )
+        return tensor_call(qlinear_global_average_pool, GLOBAL_LABEL, x, out, kwargs, _LAYOUTS)
     try:
         array = x if type(x) is _ndarray else _as_array(x)
         if array.ndim < 3:
@@ -626,10 +652,23 @@ class QLinearAveragePool:
             if entry is not None:  # this shape and dtype were validated before
                 prepared, kernel_args = entry[0]
                 return _finish(prepared, x, kernel_args, out)
+        if is_foreign(x):  # a tensor: the call on its memory, a channels-last one by a channels-last twin
+            return tensor_call(self._in_layout, LABEL, x, out, {"channels_last": self._arguments[-1]}, _LAYOUTS)
         with error_context(LABEL):
             array, prepared, kernel_args = _prepared_call(x, *self._arguments)
             self._prepared.put((array.shape, array.dtype), (prepared, kernel_args))
             return _finish(prepared, array, kernel_args, out)
+
+    def _in_layout(self, x: np.ndarray, out: Any, channels_last: Any) -> np.ndarray:
+        """This pool, or its twin of the other layout (a channels-last tensor given to a
+        channels-first pool)."""
+        if channels_last is self._arguments[-1]:
+            return self(x, out)
+        twin = self.__dict__.get("_twin")
+        if twin is None:
+            keywords = dict(zip(_KEYWORDS, self._arguments[5:-1]))
+            twin = self._twin = QLinearAveragePool(*self._arguments[:5], **keywords, channels_last=channels_last)
+        return twin(x, out)
 
     def __repr__(self) -> str:
         names = (
@@ -646,6 +685,12 @@ class QLinearAveragePool:
             "channels_last",
         )
         return f"QLinearAveragePool({', '.join(f'{n}={v!r}' for n, v in zip(names, self._arguments))})"
+
+
+#: QLinearAveragePool's keyword attributes before channels_last, in its order.
+_KEYWORDS = ("strides", "pads", "auto_pad", "ceil_mode", "count_include_pad")
+#: How a tensor call names the layouts (argument, channels first, channels last).
+_LAYOUTS = ("channels_last", False, True)
 
 
 def _into(prepared: PreparedPool, x: np.ndarray, kernel_args: tuple, out: Any) -> np.ndarray:
