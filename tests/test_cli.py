@@ -719,7 +719,7 @@ def test_warmup_reports_each_kind_and_where_kernels_are_kept():
     assert main(["warmup", "float64", "qlinear-int8"], stdout=out) == 0
     lines = out.getvalue().splitlines()
     assert [line.split()[0] for line in lines[:2]] == ["float64", "qlinear-int8"]
-    assert lines[2].startswith("precompiled kernels: ") and lines[3].startswith("kernels compiled here are kept in: ")
+    assert lines[2].startswith("kernels compiled here are kept in: ")
     assert main(["warmup", "no-such-kind"], stdout=out) == 2
 
 

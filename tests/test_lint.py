@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PATHS = ["src", "tests", "benchmarks", "tools", "run.py"]
+PATHS = ["src", "tests", "benchmarks", "run.py"]
 
 
 def _ruff(*arguments: str) -> subprocess.CompletedProcess:

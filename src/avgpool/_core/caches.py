@@ -26,12 +26,14 @@ CACHE_ENTRY_BYTES = 1 << 23
 
 
 def held_bytes(value: object) -> int:
-    """The bytes of the numpy arrays that ``value`` holds (through tuples, lists and dataclass
-    fields): what keeping it costs."""
+    """The bytes of the numpy arrays that ``value`` holds (through tuples, lists, dict values and
+    dataclass fields: a tiled pool's pools per tile shape among them): what keeping it costs."""
     if isinstance(value, np.ndarray):
         return value.base.nbytes if isinstance(value.base, np.ndarray) else value.nbytes
     if isinstance(value, (tuple, list)):
         return sum(held_bytes(item) for item in value)
+    if isinstance(value, dict):
+        return sum(held_bytes(item) for item in value.values())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(held_bytes(getattr(value, f.name, None)) for f in dataclasses.fields(value))
     return 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -458,6 +458,9 @@ class TiledPool:
 
     tiling: Tiling
     tile_outputs: int  # outputs per tile along each axis
+    #: It prepares a pool per tile shape on its calls, so the call memos do not keep it: weighed
+    #: when kept, it would count none of them (tests/test_memo.py::test_the_memo_holds_no_large_tables).
+    grows_when_called: ClassVar[bool] = True
 
     @property
     def out_shape(self) -> tuple[int, ...]:

@@ -88,6 +88,8 @@ class CallMemo:
         (:func:`avgpool._core.memo.plain`)."""
         if key is None or array is not x or not plain(args[self._sequences :]):
             return
+        if getattr(value[0] if type(value) is tuple else value, "grows_when_called", False):
+            return  # a tiled pool makes its tiles' pools as it runs: no memo could weigh it when kept
         self.by_key.put(key, value)
         self._keep_known(x, args, value)
 
