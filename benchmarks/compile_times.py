@@ -46,25 +46,43 @@ class Listener(event.Listener):
 
 event.register("numba:compile", Listener())
 import avgpool
-avgpool.warmup([sys.argv[1]])
-print(json.dumps(records))
+made = {}
+for kind in sys.argv[1:]:
+    start = time.perf_counter()
+    avgpool.warmup([kind])
+    made[kind] = [records[:], time.perf_counter() - start]
+    records.clear()
+print(json.dumps(made))
 """
 
 
-def compile_record(kind: str) -> dict:
-    """The compilations of ``kind``'s first call in a new process with an empty cache."""
+def compile_records(kinds: list[str]) -> list[dict]:
+    """The compilations of each kind's first call, made one after the other in a new process
+    with an empty cache (a kernel that one kind compiled is loaded by the next)."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", CHILD, kind], env=env, check=True, capture_output=True, text=True)
-        wall = time.perf_counter() - start
-    records = json.loads(done.stdout.strip().splitlines()[-1])
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, *kinds], env=env, check=True, capture_output=True, text=True
+        )
+    made = json.loads(done.stdout.strip().splitlines()[-1])
+    return [_record(kind, *made[kind]) for kind in kinds]
+
+
+def compile_record(kind: str) -> dict:
+    """The compilations of ``kind``'s first call in a new process with an empty cache, and the
+    process's wall time."""
+    start = time.perf_counter()
+    (record,) = compile_records([kind])
+    return record | {"wall": time.perf_counter() - start}
+
+
+def _record(kind: str, records: list, seconds: float) -> dict:
     own = [r for r in records if r[0].split(".")[0] not in ("ol_max", "ol_min", "ol_np_empty", "_ol_array_allocate")]
     return {
         "kind": kind,
         "kernels": len(own),
         "seconds": sum(r[1] for r in records if r[3] == 0),
-        "wall": wall,
+        "call": seconds,
         "slowest": sorted(((r[2], r[0]) for r in own), reverse=True),
     }
 
