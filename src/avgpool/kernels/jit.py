@@ -138,9 +138,16 @@ def sources_stamp(folder: Path = Path(__file__).parent) -> bytes:
     return digest.digest()
 
 
+#: numba's cache locators, in its order (named with a leading underscore before numba 0.62).
+_LOCATORS = tuple(
+    getattr(caching, name, None) or getattr(caching, "_" + name)
+    for name in ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator")
+)
+
+
 def _writable_cache_path(py_func: Any, source: str) -> str | None:
     """Where numba would cache ``py_func``: the first of its locators that can write, or None."""
-    for locator_class in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator, caching.UserWideCacheLocator):
+    for locator_class in _LOCATORS:
         try:
             locator = locator_class.from_function(py_func, source)
         except OSError:
