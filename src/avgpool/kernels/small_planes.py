@@ -45,6 +45,7 @@ took 57 us serial against 20.5 now, 1x512x14x14 2x2 s2 101 against 37).
 
 from __future__ import annotations
 
+import llvmlite
 import numpy as np
 from llvmlite import ir
 from numba import types
@@ -180,9 +181,17 @@ def _masked(builder, name, value_type, arguments):
     """A call of llvm.masked.load or llvm.masked.store (a masked lane touches no memory)."""
     vector = value_type if name == "load" else arguments[0].type
     element = {ir.FloatType(): "f32", F64: "f64"}[vector.element]
+    pointer_type = "p0"
+    if not getattr(llvmlite, "opaque_pointers_enabled", True):
+        # llvmlite before 0.45 (numba before 0.62) has typed pointers: the intrinsic takes a
+        # pointer to the vector, and its name spells that pointer's type
+        at = 0 if name == "load" else 1
+        pointer = builder.bitcast(arguments[at], vector.as_pointer())
+        arguments = [*arguments[:at], pointer, *arguments[at + 1 :]]
+        pointer_type = f"p0v{vector.count}{element}"
     function_type = ir.FunctionType(value_type, [a.type for a in arguments])
     function = cgutils.get_or_insert_function(
-        builder.module, function_type, f"llvm.masked.{name}.v{vector.count}{element}.p0"
+        builder.module, function_type, f"llvm.masked.{name}.v{vector.count}{element}.{pointer_type}"
     )
     return builder.call(function, arguments)
 
