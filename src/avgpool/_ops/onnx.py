@@ -89,19 +89,17 @@ def average_pool(
     Raises :class:`avgpool.AvgPoolError` for any invalid attribute, dtype or shape.
     """
     if skipna is not False or min_count is not _ONE:  # values that can be missing, or a bad value
-        if is_foreign(x):
-            args = (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, dilations, opset, layout)
-            return _tensor_call(x, out, *args, skipna, min_count)
         args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
+        if is_foreign(x):
+            return _tensor_call(x, out, skipna, min_count, *args)
         return _with_missing_values(x, out, skipna, min_count, *args)
     found = _recall(x, kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
     if type(found) is Miss:
         if type(x) is not _ndarray:
+            args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
             if is_foreign(x):  # a torch tensor, another __dlpack__ array: the numpy call on its memory
-                args = (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad, dilations, opset, layout)
-                return _tensor_call(x, out, *args, skipna, min_count)
+                return _tensor_call(x, out, skipna, min_count, *args)
             if is_masked(x):  # masked values are missing
-                args = (kernel_shape, strides, pads, dilations, auto_pad, ceil_mode, count_include_pad, opset, layout)
                 return _with_missing_values(x, out, skipna, min_count, *args)
         return _validated_call(
             x,
@@ -131,19 +129,20 @@ def _tensor_call(x: Any, out: Any, *args: Any) -> Any:
     return tensor_call(average_pool, lambda: _label_of(kwargs["opset"]), x, out, kwargs, _LAYOUTS)
 
 
-#: average_pool's keyword arguments but ``out``, in the order :func:`_tensor_call` takes them.
+#: average_pool's keyword arguments but ``out``, in the order :func:`_tensor_call` and
+#: :func:`_with_missing_values` take them.
 _ARGUMENTS = (
+    "skipna",
+    "min_count",
     "kernel_shape",
     "strides",
     "pads",
+    "dilations",
     "auto_pad",
     "ceil_mode",
     "count_include_pad",
-    "dilations",
     "opset",
     "layout",
-    "skipna",
-    "min_count",
 )
 
 
