@@ -48,21 +48,18 @@ _EMPTY, _GENERAL_NCX, _GENERAL_NXC, _GLOBAL_NCX, _GLOBAL_NXC, _NCX_THROUGH_NXC, 
 _KERNELS: dict[QuantizedPath, Any] = {}
 
 
-def _kernel(path: QuantizedPath) -> Any:
+def _kernel(path: QuantizedPath, tables: tuple) -> Any:
     """The compiled kernel of a path (None for an empty output or tiles); the kernels module is
-    imported on first use, so that importing avgpool stays fast."""
-    if not _KERNELS:
-        from ..kernels import qlinear_kernels as k
+    imported on first use, so that importing avgpool stays fast. The channels-last kernels come
+    in two, by the ``DEQUANT`` word of the header ``tables[0]``: a call compiles only its own."""
+    from ..kernels import qlinear_kernels as k
 
-        _KERNELS.update(
-            {
-                _GENERAL_NCX: k.pool_ncx,
-                _GENERAL_NXC: k.pool_nxc,
-                _GLOBAL_NCX: k.global_ncx,
-                _GLOBAL_NXC: k.global_nxc,
-                _NCX_THROUGH_NXC: k.pool_ncx_through_nxc,
-            }
-        )
+    if path is _GENERAL_NXC:
+        return k.pool_nxc_kernel(bool(tables[0][k.DEQUANT]))
+    if path is _NCX_THROUGH_NXC:
+        return k.pool_ncx_through_nxc_kernel(bool(tables[0][k.DEQUANT]))
+    if not _KERNELS:
+        _KERNELS.update({_GENERAL_NCX: k.pool_ncx, _GLOBAL_NCX: k.global_ncx, _GLOBAL_NXC: k.global_nxc})
     return _KERNELS.get(path)
 
 
@@ -103,7 +100,7 @@ def _prepared(
         out_shape,
         dtype,
         items,
-        _kernel(kind),
+        _kernel(kind, tables),
         (),
         pieces,
         False,

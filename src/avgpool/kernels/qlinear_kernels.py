@@ -23,6 +23,9 @@ Global path (MLAS ``MlasQLinearGlobalAveragePool``):
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 
 from .jit import INLINED, JIT, kernel
@@ -470,194 +473,210 @@ def _pool_row(
         o = end
 
 
-@kernel(**JIT)
-def pool_nxc(x, out, lo, hi, tab):
-    """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column), one output
-    row at a time, every channel at once (vectorised over the contiguous channels)."""
-    rows_in, width, channels = x.shape[1], x.shape[2], x.shape[3]
-    rows_out, ow = out.shape[1], out.shape[2]
-    xf = x.reshape(-1)
-    of = out.reshape(-1)
-    row_ptr, row_idx, first, count, div, xs, ys, fzp, yzp, qmin, qmax = _general_tables(tab, rows_out, ow)
-    izp = np.int32(tab[X_ZP])
-    most_rows = max(1, tab[MOST_ROWS])
-    lanes = tab[CHUNK] * channels
-    wc = width * channels
-    ntaps = max(tab[MOST_TAPS], most_rows * tab[KERNEL]) + 9  # room for padding taps
-    dequant = tab[DEQUANT] != 0
-    # ring rows are ``ring_row`` floats apart, not wc: where wc * 4 bytes is a multiple of 4 KiB (7x1024 or
-    # 28x256 channels), every tap of a 3x3 window sat at the same address modulo 4096, and loads that
-    # alias so cost 1.5 times more (9 float32 rows summed, isolated loop: 7.6 ns per 16 lanes 4 KiB
-    # apart, 5.0 at 4 KiB + 192 bytes); inception_v2 node 7 (1x7x7x1024 3x3 p1 NHWC) in bench_qlinear.py
-    # The same between the pixels of a ring row where pixels 2 apart fall 4 KiB apart (C = 512, 1024): a
-    # window's taps in a row are then summed window by window, not in one run of lanes.
-    #
-    # The ring and the accumulator start on a 64-byte boundary, and ring rows are a multiple of 16 floats
-    # apart: at an arbitrary offset into their allocation every 64-byte load and store of the loops
-    # straddled two cache lines, which cost 15-20% of the whole call (serial, 1x14x14x272 3x3 s2 p1:
-    # 9.3 us misaligned, 7.6 aligned; 1x14x14x576 3x3 p1: 43.5 vs 36.3; 1x28x28x192 3x3 p1: 60 vs 50).
-    # bench_qlinear.py's NHWC node rows (shufflenet node 3, inception_v2 nodes 1 to 7).
-    ring_px = channels
-    while dequant and ((ring_px * 8) % 4096 < 192 or (ring_px * 8) % 4096 > 4096 - 192):
-        ring_px += 16
-    ring_row = (width * ring_px + 15) // 16 * 16
-    while (ring_row * 4) % 4096 < 192 or (ring_row * 4) % 4096 > 4096 - 192:
-        ring_row += 16
-    zeros = most_rows * ring_row  # where the ring's row of zeros starts (as long as the padding taps step)
-    ints = np.empty(2 * ntaps + 5 * most_rows, np.int64)  # two allocations per call, not nine
-    acc_size = (lanes + 15) // 16 * 16
-    ring_size = zeros + tab[CHUNK] * ring_px * max(1, tab[STRIDE]) if dequant else 0
-    reals = np.empty(15 + acc_size + ring_size + ntaps, np.float32)
-    skew = (16 - (reals.ctypes.data // 4) % 16) % 16  # floats to the first 64-byte boundary
-    taps = ints[:ntaps]  # a window's taps: offsets into the source
-    rel = ints[ntaps : 2 * ntaps]
-    base = ints[2 * ntaps : 2 * ntaps + most_rows]
-    tags = ints[2 * ntaps + most_rows : 2 * ntaps + 4 * most_rows]  # per ring slot: (input row, columns)
-    used = ints[2 * ntaps + 4 * most_rows :]
-    acc = reals[skew : skew + lanes]
-    ring = reals[skew + acc_size : skew + acc_size + ring_size]
-    scales = reals[skew + acc_size + ring_size : skew + acc_size + ring_size + ntaps]
-    tags[:] = -1
-    ring[zeros:] = np.float32(0.0)
-    item = lo
-    while item < hi:  # one output row at a time
-        nr = item // ow
-        o0 = item - nr * ow
-        o1 = min(ow, o0 + hi - item)
-        n = nr // rows_out
-        r = nr - n * rows_out
-        rows = row_idx[row_ptr[r] : row_ptr[r + 1]]
-        nrows = rows.shape[0]
-        if dequant:
-            c0, c1 = width, 0  # the columns these windows read
-            for o in range(o0, o1):
-                if count[o] > 0:
-                    c0 = min(c0, first[o])
-                    c1 = max(c1, first[o] + count[o])
-            used[:] = 0
-            for t in range(nrows):  # rows already in the ring
-                row = n * rows_in + rows[t]
-                base[t] = -1
-                for s in range(most_rows):
-                    if tags[3 * s] == row and tags[3 * s + 1] <= c0 and tags[3 * s + 2] >= c1:
-                        base[t] = s * ring_row
-                        used[s] = 1
-                        break
-            for t in range(nrows):  # the others, into slots no window row of this output row uses
-                if base[t] < 0:
-                    s = 0
-                    while used[s]:
-                        s += 1
-                    used[s] = 1
+@functools.cache
+def pool_nxc_kernel(dequant: bool) -> Any:
+    """The channels-last kernel for tables whose ``DEQUANT`` word is ``dequant``: the taps read
+    from a ring of dequantized rows, or dequantized where they are read. Each compiles only its
+    own window loops (half of the one kernel that held both: tests/test_compile_counts.py)."""
+    DEQUANT_ROWS = dequant
+
+    @kernel(key=("pool_nxc", dequant), **JIT)
+    def pool_nxc(x, out, lo, hi, tab):
+        """Output positions ``lo <= item < hi`` (item = (n * R_out + row) * OW + column), one output
+        row at a time, every channel at once (vectorised over the contiguous channels)."""
+        rows_in, width, channels = x.shape[1], x.shape[2], x.shape[3]
+        rows_out, ow = out.shape[1], out.shape[2]
+        xf = x.reshape(-1)
+        of = out.reshape(-1)
+        row_ptr, row_idx, first, count, div, xs, ys, fzp, yzp, qmin, qmax = _general_tables(tab, rows_out, ow)
+        izp = np.int32(tab[X_ZP])
+        most_rows = max(1, tab[MOST_ROWS])
+        lanes = tab[CHUNK] * channels
+        wc = width * channels
+        ntaps = max(tab[MOST_TAPS], most_rows * tab[KERNEL]) + 9  # room for padding taps
+        dequant = DEQUANT_ROWS
+        # ring rows are ``ring_row`` floats apart, not wc: where wc * 4 bytes is a multiple of 4 KiB (7x1024 or
+        # 28x256 channels), every tap of a 3x3 window sat at the same address modulo 4096, and loads that
+        # alias so cost 1.5 times more (9 float32 rows summed, isolated loop: 7.6 ns per 16 lanes 4 KiB
+        # apart, 5.0 at 4 KiB + 192 bytes); inception_v2 node 7 (1x7x7x1024 3x3 p1 NHWC) in bench_qlinear.py
+        # The same between the pixels of a ring row where pixels 2 apart fall 4 KiB apart (C = 512, 1024): a
+        # window's taps in a row are then summed window by window, not in one run of lanes.
+        #
+        # The ring and the accumulator start on a 64-byte boundary, and ring rows are a multiple of 16 floats
+        # apart: at an arbitrary offset into their allocation every 64-byte load and store of the loops
+        # straddled two cache lines, which cost 15-20% of the whole call (serial, 1x14x14x272 3x3 s2 p1:
+        # 9.3 us misaligned, 7.6 aligned; 1x14x14x576 3x3 p1: 43.5 vs 36.3; 1x28x28x192 3x3 p1: 60 vs 50).
+        # bench_qlinear.py's NHWC node rows (shufflenet node 3, inception_v2 nodes 1 to 7).
+        ring_px = channels
+        while dequant and ((ring_px * 8) % 4096 < 192 or (ring_px * 8) % 4096 > 4096 - 192):
+            ring_px += 16
+        ring_row = (width * ring_px + 15) // 16 * 16
+        while (ring_row * 4) % 4096 < 192 or (ring_row * 4) % 4096 > 4096 - 192:
+            ring_row += 16
+        zeros = most_rows * ring_row  # where the ring's row of zeros starts (as long as the padding taps step)
+        ints = np.empty(2 * ntaps + 5 * most_rows, np.int64)  # two allocations per call, not nine
+        acc_size = (lanes + 15) // 16 * 16
+        ring_size = zeros + tab[CHUNK] * ring_px * max(1, tab[STRIDE]) if dequant else 0
+        reals = np.empty(15 + acc_size + ring_size + ntaps, np.float32)
+        skew = (16 - (reals.ctypes.data // 4) % 16) % 16  # floats to the first 64-byte boundary
+        taps = ints[:ntaps]  # a window's taps: offsets into the source
+        rel = ints[ntaps : 2 * ntaps]
+        base = ints[2 * ntaps : 2 * ntaps + most_rows]
+        tags = ints[2 * ntaps + most_rows : 2 * ntaps + 4 * most_rows]  # per ring slot: (input row, columns)
+        used = ints[2 * ntaps + 4 * most_rows :]
+        acc = reals[skew : skew + lanes]
+        ring = reals[skew + acc_size : skew + acc_size + ring_size]
+        scales = reals[skew + acc_size + ring_size : skew + acc_size + ring_size + ntaps]
+        tags[:] = -1
+        ring[zeros:] = np.float32(0.0)
+        item = lo
+        while item < hi:  # one output row at a time
+            nr = item // ow
+            o0 = item - nr * ow
+            o1 = min(ow, o0 + hi - item)
+            n = nr // rows_out
+            r = nr - n * rows_out
+            rows = row_idx[row_ptr[r] : row_ptr[r + 1]]
+            nrows = rows.shape[0]
+            if dequant:
+                c0, c1 = width, 0  # the columns these windows read
+                for o in range(o0, o1):
+                    if count[o] > 0:
+                        c0 = min(c0, first[o])
+                        c1 = max(c1, first[o] + count[o])
+                used[:] = 0
+                for t in range(nrows):  # rows already in the ring
                     row = n * rows_in + rows[t]
-                    tags[3 * s], tags[3 * s + 1], tags[3 * s + 2] = row, c0, c1
-                    if ring_px == channels:
-                        dst = _U(s * ring_row + c0 * channels)
-                        at = _U(row * wc + c0 * channels)
-                        for i in range(_U(max(0, c1 - c0) * channels)):
-                            ring[dst + i] = _dequant(xf[at + i], xs, izp)
-                    else:
-                        for col in range(c0, c1):
-                            dst = _U(s * ring_row + col * ring_px)
-                            at = _U(row * wc + col * channels)
-                            for i in range(_U(channels)):
+                    base[t] = -1
+                    for s in range(most_rows):
+                        if tags[3 * s] == row and tags[3 * s + 1] <= c0 and tags[3 * s + 2] >= c1:
+                            base[t] = s * ring_row
+                            used[s] = 1
+                            break
+                for t in range(nrows):  # the others, into slots no window row of this output row uses
+                    if base[t] < 0:
+                        s = 0
+                        while used[s]:
+                            s += 1
+                        used[s] = 1
+                        row = n * rows_in + rows[t]
+                        tags[3 * s], tags[3 * s + 1], tags[3 * s + 2] = row, c0, c1
+                        if ring_px == channels:
+                            dst = _U(s * ring_row + c0 * channels)
+                            at = _U(row * wc + c0 * channels)
+                            for i in range(_U(max(0, c1 - c0) * channels)):
                                 ring[dst + i] = _dequant(xf[at + i], xs, izp)
-                    base[t] = s * ring_row
-            _pool_row(
-                ring,
-                _window_ring,
-                zeros,
-                base,
-                nrows,
-                o0,
-                o1,
-                nr * ow,
-                r * ow,
-                channels,
-                ring_px,
-                tab,
-                first,
-                count,
-                div,
-                taps,
-                scales,
-                rel,
-                acc,
-                of,
-                xs,
-                fzp,
-                ys,
-                yzp,
-                qmin,
-                qmax,
-            )
-        else:
-            for t in range(nrows):
-                base[t] = (n * rows_in + rows[t]) * wc
-            _pool_row(
-                xf,
-                _window_x,
-                0,
-                base,
-                nrows,
-                o0,
-                o1,
-                nr * ow,
-                r * ow,
-                channels,
-                channels,
-                tab,
-                first,
-                count,
-                div,
-                taps,
-                scales,
-                rel,
-                acc,
-                of,
-                xs,
-                fzp,
-                ys,
-                yzp,
-                qmin,
-                qmax,
-            )
-        item += o1 - o0
+                        else:
+                            for col in range(c0, c1):
+                                dst = _U(s * ring_row + col * ring_px)
+                                at = _U(row * wc + col * channels)
+                                for i in range(_U(channels)):
+                                    ring[dst + i] = _dequant(xf[at + i], xs, izp)
+                        base[t] = s * ring_row
+                _pool_row(
+                    ring,
+                    _window_ring,
+                    zeros,
+                    base,
+                    nrows,
+                    o0,
+                    o1,
+                    nr * ow,
+                    r * ow,
+                    channels,
+                    ring_px,
+                    tab,
+                    first,
+                    count,
+                    div,
+                    taps,
+                    scales,
+                    rel,
+                    acc,
+                    of,
+                    xs,
+                    fzp,
+                    ys,
+                    yzp,
+                    qmin,
+                    qmax,
+                )
+            else:
+                for t in range(nrows):
+                    base[t] = (n * rows_in + rows[t]) * wc
+                _pool_row(
+                    xf,
+                    _window_x,
+                    0,
+                    base,
+                    nrows,
+                    o0,
+                    o1,
+                    nr * ow,
+                    r * ow,
+                    channels,
+                    channels,
+                    tab,
+                    first,
+                    count,
+                    div,
+                    taps,
+                    scales,
+                    rel,
+                    acc,
+                    of,
+                    xs,
+                    fzp,
+                    ys,
+                    yzp,
+                    qmin,
+                    qmax,
+                )
+            item += o1 - o0
+
+    return pool_nxc
 
 
-@kernel(**JIT)
-def pool_ncx_through_nxc(x, out, lo, hi, tab):
-    """Channels first, x (N, C, R_in * W) and out (N, C, R_out * OW), by the channels-last kernel:
-    items are (image, block of ``tab[BLOCK]`` channels); a block's planes are transposed into an
-    image of its channels (R_in, W, c), pooled by :func:`pool_nxc` with ``tab`` (made for
-    channels last) and its outputs transposed back. The windows, their taps' order and the
-    arithmetic are pool_nxc's, which are pool_ncx's: the same bits. Where the rows are short
-    (7x7 to 28x28 planes) pool_ncx's loops along a row run a few iterations each, pool_nxc's
-    over the channels run long; the transposes cost less than the difference
-    (:attr:`avgpool.tuning.Tuning.qlinear_ncx_through_nxc_max_width`)."""
-    channels, size, out_size = x.shape[1], x.shape[2], out.shape[2]
-    rows_in, width, rows_out, ow = tab[ROWS_IN], tab[WIDTH], tab[ROWS_OUT], tab[OW]
-    block = tab[BLOCK]
-    blocks = (channels + block - 1) // block
-    xf = x.reshape(x.size)
-    of = out.reshape(out.size)
-    for item in range(lo, hi):
-        n = item // blocks
-        c0 = (item - n * blocks) * block
-        cw = min(block, channels - c0)
-        image = np.empty((1, rows_in, width, cw), x.dtype)
-        pooled = np.empty((1, rows_out, ow, cw), x.dtype)
-        flat_image = image.reshape(image.size)
-        flat_pooled = pooled.reshape(pooled.size)
-        at = _U((n * channels + c0) * size)
-        for i in range(_U(size)):
+@functools.cache
+def pool_ncx_through_nxc_kernel(dequant: bool) -> Any:
+    """:func:`pool_ncx_through_nxc` over :func:`pool_nxc_kernel` ``(dequant)``."""
+    pool_nxc = pool_nxc_kernel(dequant)
+
+    @kernel(key=("pool_ncx_through_nxc", dequant), **JIT)
+    def pool_ncx_through_nxc(x, out, lo, hi, tab):
+        """Channels first, x (N, C, R_in * W) and out (N, C, R_out * OW), by the channels-last kernel:
+        items are (image, block of ``tab[BLOCK]`` channels); a block's planes are transposed into an
+        image of its channels (R_in, W, c), pooled by :func:`pool_nxc_kernel` with ``tab`` (made for
+        channels last) and its outputs transposed back. The windows, their taps' order and the
+        arithmetic are pool_nxc's, which are pool_ncx's: the same bits. Where the rows are short
+        (7x7 to 28x28 planes) pool_ncx's loops along a row run a few iterations each, pool_nxc's
+        over the channels run long; the transposes cost less than the difference
+        (:attr:`avgpool.tuning.Tuning.qlinear_ncx_through_nxc_max_width`)."""
+        channels, size, out_size = x.shape[1], x.shape[2], out.shape[2]
+        rows_in, width, rows_out, ow = tab[ROWS_IN], tab[WIDTH], tab[ROWS_OUT], tab[OW]
+        block = tab[BLOCK]
+        blocks = (channels + block - 1) // block
+        xf = x.reshape(x.size)
+        of = out.reshape(out.size)
+        for item in range(lo, hi):
+            n = item // blocks
+            c0 = (item - n * blocks) * block
+            cw = min(block, channels - c0)
+            image = np.empty((1, rows_in, width, cw), x.dtype)
+            pooled = np.empty((1, rows_out, ow, cw), x.dtype)
+            flat_image = image.reshape(image.size)
+            flat_pooled = pooled.reshape(pooled.size)
+            at = _U((n * channels + c0) * size)
+            for i in range(_U(size)):
+                for c in range(_U(cw)):
+                    flat_image[i * _U(cw) + c] = xf[at + c * _U(size) + i]
+            pool_nxc(image, pooled, 0, rows_out * ow, tab)
+            at = _U((n * channels + c0) * out_size)
             for c in range(_U(cw)):
-                flat_image[i * _U(cw) + c] = xf[at + c * _U(size) + i]
-        pool_nxc(image, pooled, 0, rows_out * ow, tab)
-        at = _U((n * channels + c0) * out_size)
-        for c in range(_U(cw)):
-            for i in range(_U(out_size)):
-                of[at + c * _U(out_size) + i] = flat_pooled[i * _U(cw) + c]
+                for i in range(_U(out_size)):
+                    of[at + c * _U(out_size) + i] = flat_pooled[i * _U(cw) + c]
+
+    return pool_ncx_through_nxc
 
 
 # ---------------------------------------------------------------------------------------------
