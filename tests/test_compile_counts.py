@@ -21,10 +21,30 @@ OTHER_FAMILIES = {
     "float32-nxc": ("pool_small_planes", "_global_slabs", "block_pass", "pool_slabs_exact", "widen"),
     "float16": ("pool_small_planes", "_global_slabs", "_fused_rows", "block_pass", "pool_slabs_exact"),
     "qlinear-uint8": ("pool_passes", "direct_pass", "sums", "pool_slabs_exact"),
+    # the float64 fallback of the exact path waits for values that need it (float32-exact-nan)
+    "float32-exact": (
+        "pool_small_planes",
+        "_global_slabs",
+        "block_pass",
+        "widen",
+        "direct_pass",
+        "sums",
+        "_pool_slabs",
+    ),
+    # the ring of dequantized rows is the other channels-last kernel (pool_nxc_kernel)
+    "qlinear-uint8-nxc": ("pool_nxc_pool_nxc_True", "pool_ncx", "pool_passes", "sums"),
 }
 #: The most kernels each kind may compile (one per function and signature). The single entry that
-#: dispatched to every family compiled 79 for float64 and 108 for float32.
-MOST = {"qlinear-uint8": 4, "float64": 14, "float32-nxc": 14, "float16": 20}
+#: dispatched to every family compiled 79 for float64 and 108 for float32; float32-exact compiled
+#: its fallback too (44), and channels last both of its kernels.
+MOST = {
+    "qlinear-uint8": 4,
+    "float64": 14,
+    "float32-nxc": 14,
+    "float16": 20,
+    "float32-exact": 24,
+    "qlinear-uint8-nxc": 2,
+}
 
 
 def test_a_first_call_compiles_only_its_own_kernels():

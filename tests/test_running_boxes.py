@@ -161,3 +161,30 @@ def test_boxes_are_cut_only_where_the_rows_are_big():
     plan, whole = _plan((1, 1, 2, 2048, 4096), [5, 5, 5], "NCX")
     assert plan.box_outputs[1] < whole[1] and plan.box_outputs.tolist()[2:] == whole[2:]
     assert plan.int_size <= budget
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_slabs_the_exact_path_leaves_to_float64_give_their_own_bits(threads):
+    """The exact kernel marks the slabs whose values it cannot sum (NaN, Inf, too wide a range)
+    and the float64 kernels pool them after it (pools.FloatFallback): in runs of neighbours, or
+    all at once shared between threads. Each slab gets the bits it gets pooled alone, and the
+    windows of a NaN or an Inf exactly what the definition gives."""
+    rng = np.random.default_rng(7)
+    shape = (2, 24, 128, 128) if threads else (1, 12, 20, 20)
+    x = rng.standard_normal(shape).astype(np.float32)
+    spoilt = {1: np.nan, 2: np.inf, 3: 1e30, 7: np.nan, 8: -np.inf, 11: np.nan}  # 3: a range too wide
+    for plane, value in spoilt.items():
+        x[0, plane, 5, 5] = value
+    pool = avgpool.AveragePool([5, 5], pads=[2, 2, 2, 2])
+    whole = pool(x)
+    for c in range(shape[1]):
+        alone = pool(np.ascontiguousarray(x[:1, c : c + 1]))
+        assert same_bits(whole[:1, c : c + 1], alone), c
+    expected = onnx_dialect.average_pool(x.astype(np.float64), [5, 5], pads=[2, 2, 2, 2]).astype(np.float32)
+    assert np.array_equal(np.isnan(whole), np.isnan(expected))
+    finite = np.isfinite(expected)
+    assert np.array_equal(whole[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)])
+    assert np.allclose(whole[finite], expected[finite], rtol=1e-6, atol=1e-6)
+    everywhere = x.copy()
+    everywhere[:, :, 0, 0] = np.nan  # every slab to the float64 kernels
+    assert same_bits(pool(everywhere)[:, 3:4], pool(np.ascontiguousarray(everywhere[:, 3:4])))

@@ -22,7 +22,7 @@ _THREADED = (2, 16, 128, 128)
 
 
 def _float(
-    dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2, layout: str = "NCX"
+    dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2, layout: str = "NCX", *, nan: bool = False
 ) -> Callable[[], None]:
     def call() -> None:
         import ml_dtypes  # noqa: F401 - numpy knows "bfloat16" by name once ml_dtypes is imported
@@ -30,6 +30,8 @@ def _float(
         from ._ops import onnx as api
 
         x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(np.dtype(dtype))
+        if nan:  # values the exact float32 path cannot take: its float64 fallback
+            x.flat[0] = np.nan
         x.setflags(write=False)  # as a memory-mapped input is: the same compiled kernels serve writable ones
         axes = len(shape) - 2
         api.average_pool(x, [kernel] * axes, layout=layout, pads=[kernel // 2] * (2 * axes), opset=22)
@@ -51,12 +53,18 @@ def _qlinear(
     return call
 
 
-def _dialects() -> None:
-    from ._ops import onednn, openvino
+def _openvino() -> None:
+    from ._ops import openvino
 
     x = np.ones((1, 2, 8, 8), np.float32)
     openvino.avg_pool(x, [3, 3], exclude_pad=True, pads_begin=[1, 1], pads_end=[1, 1], version=16)
-    onednn.avg_pool(np.moveaxis(x, 1, -1), [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=True)
+
+
+def _onednn() -> None:
+    from ._ops import onednn
+
+    x = np.ones((1, 8, 8, 2), np.float32)
+    onednn.avg_pool(x, [2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=True)
 
 
 #: Every kind of first call: one per compiled entry kernel and argument types a call can reach.
@@ -66,12 +74,14 @@ KINDS: dict[str, Callable[[], None]] = {
     "float32-exact": _float("float32", kernel=5),
     "float32-threads": _float("float32", _THREADED),
     "float32-exact-threads": _float("float32", _THREADED, kernel=5),
+    "float32-exact-nan": _float("float32", kernel=5, nan=True),
     "float64": _float("float64"),
     "float64-threads": _float("float64", _THREADED),
     "float16": _float("float16"),
     "float16-threads": _float("float16", _THREADED),
     "bfloat16": _float("bfloat16"),
-    "openvino-onednn": _dialects,
+    "openvino": _openvino,
+    "onednn": _onednn,
     "qlinear-uint8": _qlinear("uint8"),
     "qlinear-int8": _qlinear("int8"),
     "qlinear-uint8-nxc": _qlinear("uint8", (1, 16, 16, 3), channels_last=True),

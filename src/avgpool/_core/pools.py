@@ -40,6 +40,9 @@ class PreparedPool:
     # kernels, some of them 2-D to 4-D); None: flat arrays
     views: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
     quantized: Any = None  # QLinearAveragePool: what its kernel arguments are made from
+    # the exact float32 kernel: the float64 pool of the items whose values it cannot sum exactly
+    # (it marks them in a per-call array, its last argument)
+    fallback: FloatFallback | None = None
     empty: bool = field(init=False)  # nothing to compute
     # the kernel's compiled entry for these arrays (flat: jit.flat_signature), called without
     # numba's dispatcher: no argument typing per call, and one specialisation for any input
@@ -58,7 +61,8 @@ class PreparedPool:
             from ..kernels import jit
 
             bits = np.dtype(np.uint16) if self.as_bits else self.dtype
-            entry = jit.compiled(self.kernel, jit.flat_signature(bits, bits, self.kernel_args)).entry_point
+            args = self.kernel_args if self.fallback is None else (*self.kernel_args, _NO_FAILURES)
+            entry = jit.compiled(self.kernel, jit.flat_signature(bits, bits, args)).entry_point
             object.__setattr__(self, "call", entry)
             object.__setattr__(self, "plan", ())
             return
@@ -98,10 +102,16 @@ class PreparedPool:
         flat_out = target.ravel()
         if self.as_bits:
             flat_x, flat_out = flat_x.view(np.uint16), flat_out.view(np.uint16)
+        args = self.kernel_args
+        if self.fallback is not None:
+            failed = np.zeros(self.items, np.uint8)
+            args = (*args, failed)
         if self.pieces == 1:  # the common small call: no thread machinery in the way
-            self.call(flat_x, flat_out, 0, self.items, *self.kernel_args)
+            self.call(flat_x, flat_out, 0, self.items, *args)
         else:
-            workers.run_pieces(self.kernel, flat_x, flat_out, self.items, self.pieces, self.kernel_args)
+            workers.run_pieces(self.kernel, flat_x, flat_out, self.items, self.pieces, args)
+        if self.fallback is not None and failed.any():
+            self.fallback(flat_x, flat_out, failed)
         if target is not out:
             out[...] = target
         return out
@@ -133,16 +143,38 @@ def _view_entry(kernel: Any, dtype: np.dtype, x_view: tuple[int, ...], out_view:
     return compiled(kernel, signature).entry_point
 
 
-def _native_address(kernel: Callable[..., None], dtype: np.dtype, args: tuple) -> int | None:
-    """The address of ``kernel`` compiled for flat ``dtype`` arrays and ``args`` (the float64
-    fallback of the exact kernel), or None (then the exact kernel is not used) if this numba
-    lacks the internals that :func:`.kernels.crew.native_address` relies on."""
-    from ..kernels import crew
+#: The type of the exact kernel's last argument (the items it left to :class:`FloatFallback`).
+_NO_FAILURES = np.zeros(0, np.uint8)
 
-    try:
-        return crew.native_address(kernel, np.empty(0, dtype), np.empty(0, dtype), args)
-    except (AttributeError, KeyError, RuntimeError, TypeError):
-        return None
+
+@dataclass(frozen=True, eq=False)
+class FloatFallback:
+    """The float64 kernels of :mod:`..kernels.separable` for the items of an exact float32 pool
+    whose values failed its check (NaN, Inf, too wide a range): compiled on the first call that
+    needs them, so that a first call on ordinary values compiles only the exact kernels
+    (benchmarks/compile_times.py, float32-exact). The items are pooled as the separable pool
+    would pool them, whatever else is in the call: the same bits."""
+
+    tables: SlabTables
+    dtype: np.dtype
+    pieces: int
+
+    def __call__(self, x: np.ndarray, out: np.ndarray, failed: np.ndarray) -> None:
+        from ..kernels import jit, separable
+
+        separable.set_pass_addresses(self.tables, self.dtype, self.dtype)
+        entry = separable.entry_kernel(self.tables)
+        args = (self.tables,)
+        items = failed.shape[0]
+        if self.pieces > 1 and failed.all():  # every item (NaN everywhere): shared as the pool is
+            workers.run_pieces(entry, x, out, items, self.pieces, args)
+            return
+        call = jit.compiled(entry, jit.flat_signature(self.dtype, self.dtype, args)).entry_point
+        marked = np.flatnonzero(np.diff(failed, prepend=0, append=0))  # runs of failed items
+        x = x.view()
+        x.flags.writeable = False  # the entry is compiled for a read-only input
+        for lo, hi in zip(marked[::2], marked[1::2]):
+            call(x, out, int(lo), int(hi), *args)
 
 
 def prepare_tables(
@@ -167,17 +199,17 @@ def prepare_tables(
     group = 1 if parts > 1 else max(1, min(-(-slabs // pieces), budget // (16 * max(1, t.scratch_size))))
     if dtype in _NATIVE:
         slab_tables = _slab_tables(t, group, channels, parts)
-        separable.set_pass_addresses(slab_tables, dtype, dtype)
-        entry = separable.entry_kernel(slab_tables)
-        args = (slab_tables,)
-        fallback = _native_address(entry, dtype, args) if running is not None else None
-        if fallback is None:
-            return PreparedPool(out_shape, dtype, items, entry, args, pieces, False)
+        if running is None:
+            separable.set_pass_addresses(slab_tables, dtype, dtype)
+            return PreparedPool(
+                out_shape, dtype, items, separable.entry_kernel(slab_tables), (slab_tables,), pieces, False
+            )
         from ..kernels import running as exact
 
         form = exact.exact_form(t.axes.shape[0], int(t.axes[0, columns.LENGTH]), running.passes)
+        fallback = FloatFallback(slab_tables, dtype, pieces)
         return PreparedPool(
-            out_shape, dtype, items, exact.exact_kernel(form), (slab_tables, running, fallback), pieces, False
+            out_shape, dtype, items, exact.exact_kernel(form), (slab_tables, running), pieces, False, fallback=fallback
         )
     # float16/bfloat16: widened to float32 in blocks of slabs inside the kernel, accumulated in
     # float64 and rounded once (numpy's casts of these types cost more than the pool); each block

@@ -45,7 +45,6 @@ from numba import types
 from numba.extending import overload
 
 from .columns import LENGTH, OFFSET, OUTPUTS, PASS_CLIPPED, PASS_KERNEL, PASS_LINE, PASS_PAD_BEGIN
-from .crew import call_native
 from .jit import COMPUTE, INLINED, JIT, ONE, ZERO, U, kernel
 from .vector_scan import LANES, window_blocks
 
@@ -1004,14 +1003,6 @@ def _most_held(axes, firsts, counts, ncx, dims, box, levels):
     return most
 
 
-@kernel(**JIT)
-def _pool_not_exact(fallback, x, out, item, t):
-    """Item ``item`` (a slab, or a part of one) by :func:`.separable.pool_slabs` at its native
-    address ``fallback``: its values failed the exact path's check."""
-    if not call_native(fallback, x, out, item, item + 1, (t,)):
-        raise RuntimeError("the float64 kernel failed on a slab the exact path could not take")
-
-
 @functools.cache
 def exact_kernel(form: int) -> Any:
     """The entry kernel of the exact running sums for slabs of sweep ``form`` (:func:`exact_form`)."""
@@ -1019,12 +1010,13 @@ def exact_kernel(form: int) -> Any:
     sweep = _exact_group_kernel(form)
 
     @kernel(key=("exact", form), **JIT)
-    def pool_slabs_exact(x, out, start, stop, t, sums_plan, fallback):
+    def pool_slabs_exact(x, out, start, stop, t, sums_plan, failed):
         """Pool slabs ``start..stop`` of a float32 input: each group of ``sums_plan.group`` slabs
-        exactly in int64 if its values allow (:func:`fixed_point_exponent`), else by
-        :func:`.separable.pool_slabs` with the tables ``t`` (:class:`.arguments.SlabTables`), called
-        at its native address ``fallback``: linked in, it would have LLVM optimise the whole float64
-        kernel again (23 s of the first call, measured). ``sums_plan``: :class:`.arguments.RunningTables`.
+        exactly in int64 if its values allow (:func:`fixed_point_exponent`); an item (a slab or a
+        part of one) whose values do not is left for the float64 kernels of :mod:`.separable`
+        with ``failed[item] = 1`` (the caller runs them after: :class:`avgpool._core.pools.PreparedPool`,
+        so that a call whose values all pass never compiles them, 9 s of a first call).
+        ``t``: :class:`.arguments.SlabTables`; ``sums_plan``: :class:`.arguments.RunningTables`.
         ``passes[j]`` = (axis, runs per slab, inner, and for the contiguous axis of NCX, always
         ``passes[0]``, its pad_begin, kernel, line length and whether it is clipped). A slab of
         :func:`_exact_stream` is swept in boxes of ``box_outputs[d]`` outputs along each spatial
@@ -1099,7 +1091,7 @@ def exact_kernel(form: int) -> Any:
                     part * n0 // parts,
                     (part + 1) * n0 // parts,
                 ):
-                    _pool_not_exact(fallback, x, out, item, t)
+                    failed[item] = 1
             return
         for b in range(start, stop, exact_group):
             slabs = min(exact_group, stop - b)
@@ -1162,6 +1154,6 @@ def exact_kernel(form: int) -> Any:
                     n0,
                 ):
                     continue
-                _pool_not_exact(fallback, x, out, s, t)
+                failed[s] = 1
 
     return pool_slabs_exact
