@@ -426,6 +426,7 @@ def _ncx_through_nxc(
     header, div = tables
     header = header.copy()
     header[k.BLOCK] = block
+    header[k.NXC_KERNEL] = k.nxc_address(bool(header[k.DEQUANT]), dtype)
     items = batch * -(-channels // block)
     size, out_size = math.prod(shape[2:]), math.prod(out_shape[2:])
     return _prepared(

@@ -30,6 +30,7 @@ import numpy as np
 
 from .jit import INLINED, JIT, kernel
 from .jit import U as _U
+from .native import call_at
 
 
 @kernel(**INLINED)
@@ -74,7 +75,8 @@ CHUNK = 14  # channels last: inner windows summed in one call
 ROWS_IN, WIDTH, ROWS_OUT = 15, 16, 17  # channels first: the shapes of x and out
 ROW_PTR, ROW_IDX, FIRST, COUNT, FLOATS = 18, 19, 20, 21, 22  # where the tables start in tab
 BLOCK = 23  # channels first through channels last: the channels of an item (pool_ncx_through_nxc)
-HEADER = 24
+NXC_KERNEL = 24  # channels first through channels last: pool_nxc's machine-code address (nxc_address)
+HEADER = 25
 X_SCALE, Y_SCALE, DIV = 0, 1, 2  # in the float32 values
 
 
@@ -637,10 +639,21 @@ def pool_nxc_kernel(dequant: bool) -> Any:
     return pool_nxc
 
 
+def nxc_address(dequant: bool, dtype: Any) -> int:
+    """The address of :func:`pool_nxc_kernel` ``(dequant)`` for the 4-D images of ``dtype`` the
+    channels-first kernel makes (``tab[NXC_KERNEL]``): called there, not linked in, so that it is
+    compiled once, not optimised again inside its caller (1.3 s of a first call)."""
+    from numba import typeof, types
+
+    from .native import address
+
+    image = types.Array(typeof(np.empty(0, dtype)).dtype, 4, "C")
+    return address(pool_nxc_kernel(dequant), (image, image, types.int64, types.int64, typeof(np.empty(0, np.int64))))
+
+
 @functools.cache
 def pool_ncx_through_nxc_kernel(dequant: bool) -> Any:
-    """:func:`pool_ncx_through_nxc` over :func:`pool_nxc_kernel` ``(dequant)``."""
-    pool_nxc = pool_nxc_kernel(dequant)
+    """:func:`pool_ncx_through_nxc` over :func:`pool_nxc_kernel` ``(dequant)`` at ``tab[NXC_KERNEL]``."""
 
     @kernel(key=("pool_ncx_through_nxc", dequant), **JIT)
     def pool_ncx_through_nxc(x, out, lo, hi, tab):
@@ -670,7 +683,7 @@ def pool_ncx_through_nxc_kernel(dequant: bool) -> Any:
             for i in range(_U(size)):
                 for c in range(_U(cw)):
                     flat_image[i * _U(cw) + c] = xf[at + c * _U(size) + i]
-            pool_nxc(image, pooled, 0, rows_out * ow, tab)
+            call_at(tab[NXC_KERNEL], (image, pooled, np.int64(0), np.int64(rows_out * ow), tab))
             at = _U((n * channels + c0) * out_size)
             for c in range(_U(cw)):
                 for i in range(_U(out_size)):
