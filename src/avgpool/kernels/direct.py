@@ -284,7 +284,9 @@ def direct_pass_kernel(kind: int, many: bool) -> Any:
     LINES = kind <= LINE
     sums = strided_sums if many else few_sums
 
-    @kernel(key=("direct_pass", kind, many), **COMPUTE)
+    # inlined into direct_pass (numba IR), its one caller: compiled and optimised once, inside it,
+    # not on its own and then again linked in (benchmarks/compile_times.py)
+    @kernel(key=("direct_pass", kind, many), **INLINED)
     def interior_sums(src, s0, dst, d0, outer, length, n_out, inner, first, taps, scale, dil, stride, lo, hi, acc):
         """The windows ``lo..hi`` of every row, which lie wholly inside the input and share a divisor."""
         start = s0 + first * inner
