@@ -90,7 +90,7 @@ def _sums_kernel(many: bool) -> Any:
                                 f64(src[p + two * i]) + f64(src[p + two * i + one]) + f64(src[p + two * i + two])
                             ) * scale
                 else:  # dilated taps at stride 2 (rare): the general loop
-                    _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
+                    _spaced_sums(src, p, t1, np.int64(stride), taps, dst, o, m, scale)
                 continue
             if MANY and _side_by_side(taps, t1, stride) and acc.shape[0] >= m * U(taps):
                 _side_by_side_sums(src, p, dst, o, m, taps, scale, acc)
@@ -100,7 +100,7 @@ def _sums_kernel(many: bool) -> Any:
                     dst[o + i] = 0.0 * scale
                 continue
             if taps <= 3:  # a stride above 2
-                _spaced_sums(src, p, t1, stride, taps, dst, o, m, scale)
+                _spaced_sums(src, p, t1, np.int64(stride), taps, dst, o, m, scale)
                 continue
             if MANY:  # (without: the plan promised at most 3 taps)
                 # more taps: six (stride 1) or three taps at a time into acc (each pass over acc costs

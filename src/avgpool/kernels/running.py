@@ -45,7 +45,7 @@ from numba import types
 from numba.extending import overload
 
 from .columns import LENGTH, OFFSET, OUTPUTS, PASS_CLIPPED, PASS_KERNEL, PASS_LINE, PASS_PAD_BEGIN
-from .jit import COMPUTE, INLINED, JIT, ONE, ZERO, U, kernel
+from .jit import COMPUTE, INLINED, JIT, NO, ONE, ZERO, U, kernel
 from .vector_scan import LANES, window_blocks
 
 #: What :func:`fixed_point_exponent` returns for values that cannot be summed exactly in int64.
@@ -1041,7 +1041,7 @@ def exact_kernel(form: int) -> Any:
         dims[ndim, _STRIDE] = 1
         for d in range(ndim - 1, -1, -1):
             dims[d, _STRIDE] = dims[d + 1, _STRIDE] * (axes[d + 1, LENGTH] if d + 1 < ndim else channels)
-        boxed = False
+        boxed = NO  # a bool, not the literal False: one compiled sweep for every call below
         for d in range(ndim + 1):
             dims[d, _PER_BOX] = box_outputs[d]
             boxed |= box_outputs[d] < (axes[d, OUTPUTS] if d < ndim else channels)
