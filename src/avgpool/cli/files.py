@@ -431,6 +431,16 @@ def write_npy_batches(fp: BinaryIO, shape: tuple[int, ...], dtype: np.dtype, bat
     fp.writelines(np.ascontiguousarray(batch, dtype=dtype).reshape(-1).view(np.uint8).data for batch in batches)
 
 
+def write_npz(fp: BinaryIO, key: str, array: np.ndarray) -> None:
+    """An .npz holding ``array`` as ``key``, as ``np.savez`` writes it (uncompressed), with the
+    archive closed by its ``with`` whatever fails: numpy 2.1's savez left a failed archive to
+    its ``__del__``, which printed a traceback after the error (a file-size limit,
+    tests/test_robustness_files.py)."""
+    with zipfile.ZipFile(fp, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        with archive.open(f"{key}.npy", mode="w", force_zip64=True) as member:
+            np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
 def write_tensor(
     path: Any, array: np.ndarray, *, key: str = "y", commit: contextlib.AbstractContextManager[Any] | None = None
 ) -> None:
@@ -444,7 +454,7 @@ def write_tensor(
         if kind == "npy":
             write_npy_batches(fp, array.shape, array.dtype, [array])
         elif kind == "npz":
-            np.savez(fp, **{key: array})
+            write_npz(fp, key, array)
         else:
             image.save(fp, format="JPEG" if suffix(path) in (".jpg", ".jpeg") else "PNG")
 
