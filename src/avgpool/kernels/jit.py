@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 from numba.core import caching, compiler, event, serialize
 from numba.core.runtime import rtsys
 
@@ -338,7 +338,8 @@ class _CompileLog(event.Listener):
 def _data_type(args: Any) -> str:
     """What a kernel is being compiled for, in a user's words: the dtype of its first data array
     (the threads' wait loops take their int64 job board first, then the data)."""
-    dtypes = [str(arg.dtype) for arg in args if hasattr(arg, "dtype")]
+    # arrays only: an empty star-args tuple has a "dtype" too, the empty union
+    dtypes = [str(arg.dtype) for arg in args if isinstance(arg, types.Array)]
     data = [d for d in dtypes if d != "int64"] or dtypes
     return f"{data[0]} arrays" if data else "its arguments"
 
