@@ -4,6 +4,7 @@ from kernel tables by :func:`prepare_tables` (QLinearAveragePool's by :mod:`.qua
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,22 +160,25 @@ class FloatFallback:
     dtype: np.dtype
     pieces: int
 
-    def __call__(self, x: np.ndarray, out: np.ndarray, failed: np.ndarray) -> None:
+    @functools.cached_property
+    def _entry(self) -> tuple[Any, Any]:
+        """The separable entry kernel for these tables and its compiled entry point: compiled
+        (with each axis's pass) on the first call with failed items, then kept."""
         from ..kernels import jit, separable
 
         separable.set_pass_addresses(self.tables, self.dtype, self.dtype)
         entry = separable.entry_kernel(self.tables)
-        args = (self.tables,)
+        return entry, jit.compiled(entry, jit.flat_signature(self.dtype, self.dtype, (self.tables,))).entry_point
+
+    def __call__(self, x: np.ndarray, out: np.ndarray, failed: np.ndarray) -> None:
+        entry, call = self._entry
         items = failed.shape[0]
         if self.pieces > 1 and failed.all():  # every item (NaN everywhere): shared as the pool is
-            workers.run_pieces(entry, x, out, items, self.pieces, args)
+            workers.run_pieces(entry, x, out, items, self.pieces, (self.tables,))
             return
-        call = jit.compiled(entry, jit.flat_signature(self.dtype, self.dtype, args)).entry_point
         marked = np.flatnonzero(np.diff(failed, prepend=0, append=0))  # runs of failed items
-        x = x.view()
-        x.flags.writeable = False  # the entry is compiled for a read-only input
         for lo, hi in zip(marked[::2], marked[1::2]):
-            call(x, out, int(lo), int(hi), *args)
+            call(x, out, int(lo), int(hi), self.tables)
 
 
 def prepare_tables(
