@@ -25,11 +25,10 @@ def _float(
     dtype: str, shape: tuple[int, ...] = (1, 3, 16, 16), kernel: int = 2, layout: str = "NCX", *, nan: bool = False
 ) -> Callable[[], None]:
     def call() -> None:
-        import ml_dtypes  # noqa: F401 - numpy knows "bfloat16" by name once ml_dtypes is imported
-
         from ._ops import onnx as api
+        from ._ops._dtypes import as_dtype
 
-        x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(np.dtype(dtype))
+        x = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape).astype(as_dtype(dtype))
         if nan:  # values the exact float32 path cannot take: its float64 fallback
             x.flat[0] = np.nan
         x.setflags(write=False)  # as a memory-mapped input is: the same compiled kernels serve writable ones

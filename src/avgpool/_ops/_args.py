@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numbers
 import sys
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 import numpy as np
@@ -115,7 +115,7 @@ def refuse_masked(x: Any, name: str) -> None:
 
 
 def as_input_array(
-    x: Any, allowed: Sequence[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None
+    x: Any, allowed: Container[np.dtype], allowed_text: str, *, min_rank: int, max_rank: int | None = None
 ) -> np.ndarray:
     """The input as a numpy array of an allowed dtype and rank, in native byte order.
 
@@ -127,7 +127,7 @@ def as_input_array(
         array = np.asarray(x)
     except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
         raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
-    if array.dtype.newbyteorder("=") not in [np.dtype(d) for d in allowed]:
+    if array.dtype.newbyteorder("=") not in allowed:
         raise AvgPoolError(
             f"the input has dtype {dtype_name(array.dtype) if array.dtype.kind != 'O' else 'object'}: "
             f"it must be {allowed_text}"

@@ -19,12 +19,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import AvgPoolError, labelled
+from ._dtypes import bfloat16, is_bfloat16
 
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 _KDLCPU = 1  # DLPack's device type of CPU memory
 
 
@@ -63,7 +62,7 @@ def _from_torch(torch: Any, x: Any, name: str, grad: bool) -> np.ndarray:
             )
         x = x.detach()
     if x.dtype is torch.bfloat16:
-        return x.view(torch.int16).numpy().view(_BFLOAT16)
+        return x.view(torch.int16).numpy().view(bfloat16())
     try:
         return x.numpy()  # a conjugate or negative view (complex only) is refused here too
     except (TypeError, RuntimeError) as err:
@@ -76,7 +75,7 @@ def to_torch(result: Any) -> Any:
         return result
     if not result.flags.writeable:
         result = result.copy()  # torch.from_numpy warns about read-only memory
-    if result.dtype is _BFLOAT16:
+    if is_bfloat16(result.dtype):
         return torch.from_numpy(result.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(result)
 
@@ -159,7 +158,7 @@ def call(
         return out
     if moved:
         return back(result.transpose(TO_FIRST[moved]))
-    if tensor and type(result) is np.ndarray and result.flags.writeable and result.dtype is not _BFLOAT16:
+    if tensor and type(result) is np.ndarray and result.flags.writeable and not is_bfloat16(result.dtype):
         converted = torch.from_numpy(result)
     else:
         converted = back(result)

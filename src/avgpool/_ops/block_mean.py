@@ -33,17 +33,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .._core.outputs import dtype_name
 from ..errors import AvgPoolError, error_context
 from ._args import check_missing_options, is_masked
+from ._dtypes import FloatDtypes, as_dtype, bfloat16, is_bfloat16
 
 LABEL = "block_mean"
 BOUNDARIES = ("exact", "trim", "pad")
 SIDES = ("left", "right")
-FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), np.dtype(ml_dtypes.bfloat16))
+FLOAT_DTYPES = FloatDtypes("float16", "float32", "float64", "bfloat16")
 #: Integer inputs summed in int64: their sums fit whatever the block (int64 and uint64 inputs are
 #: checked value by value, :func:`_integer_sums`).
 _SMALL_INTEGERS = frozenset(
@@ -151,7 +151,7 @@ def _out_dtype(in_dtype: np.dtype, dtype: Any) -> np.dtype:
     if dtype is None:
         return native if native in FLOAT_DTYPES else np.dtype(np.float64)
     try:
-        wanted = np.dtype(dtype)
+        wanted = as_dtype(dtype)
     except TypeError:
         raise AvgPoolError(f"`dtype` is {dtype!r}: it must be a float dtype or the input's integer dtype") from None
     if wanted in FLOAT_DTYPES or (wanted.kind == "f" and wanted.itemsize <= 8):
@@ -357,7 +357,7 @@ def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     even exactly as one rounding would (float32 has more than twice bfloat16's bits + 2)."""
     if dtype == np.float64:
         return values
-    if dtype != ml_dtypes.bfloat16:
+    if not is_bfloat16(dtype):
         with np.errstate(over="ignore"):
             return values.astype(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -368,7 +368,7 @@ def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         away = inexact & (np.abs(back) > np.abs(values))
         bits[away] -= 1  # the truncation toward zero (sign and magnitude)
         bits[inexact] |= 1  # then odd: rounded to odd
-        return bits.view(np.float32).astype(ml_dtypes.bfloat16)
+        return bits.view(np.float32).astype(bfloat16())
 
 
 # ------------------------------------------------------------------------------------------ dask

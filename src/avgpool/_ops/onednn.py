@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .._core import engine
@@ -19,6 +18,7 @@ from .._core.shape import infer_output_shape, output_length, resolved_pads
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, error_context
 from ._args import as_choice, as_flag, as_input_array, as_input_shape, as_int_tuple, spatial_axes_text
+from ._dtypes import FloatDtypes
 from ._remember import CallMemo, Miss
 from ._tensors import call as tensor_call
 from ._tensors import is_foreign
@@ -32,7 +32,7 @@ _AUTO_PAD = {
     "VALID": PadMode.VALID,
 }
 _ROUNDING = {"floor": Rounding.FLOOR, "ceil": Rounding.CEIL}
-DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
+DTYPES = FloatDtypes("float32", "bfloat16", "float16")
 DTYPES_TEXT = "float32, bfloat16 or float16"
 
 

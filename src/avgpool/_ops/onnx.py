@@ -11,7 +11,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .._core import caches, engine
@@ -31,6 +30,7 @@ from ._args import (
     is_masked,
     spatial_axes_text,
 )
+from ._dtypes import FloatDtypes
 from ._remember import CallMemo, Miss
 from ._tensors import call as tensor_call
 from ._tensors import is_foreign
@@ -460,8 +460,8 @@ _AUTO_PAD = {
     "SAME_LOWER": PadMode.SAME_LOWER,
     "VALID": PadMode.VALID,
 }
-_FLOAT_TYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_FLOAT_TYPES = FloatDtypes("float16", "float32", "float64")
+_FLOAT_TYPES_22 = FloatDtypes("float16", "float32", "float64", "bfloat16")
 
 
 def op_version(opset: Any) -> int:
@@ -477,10 +477,10 @@ def operator_label(version: int) -> str:
     return f"AveragePool-{version}"
 
 
-def dtypes(version: int) -> tuple[tuple[np.dtype, ...], str]:
+def dtypes(version: int) -> tuple[FloatDtypes, str]:
     """The input dtypes of a version, and how to say them."""
     if version >= 22:
-        return _FLOAT_TYPES + (_BFLOAT16,), "float16, float32, float64 or bfloat16"
+        return _FLOAT_TYPES_22, "float16, float32, float64 or bfloat16"
     return _FLOAT_TYPES, f"float16, float32 or float64 (bfloat16 needs opset 22, this is opset {version}'s AveragePool)"
 
 

@@ -19,7 +19,6 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .._core import adaptive, engine
@@ -38,6 +37,7 @@ from ._args import (
     check_dilated_extents,
     spatial_axes_text,
 )
+from ._dtypes import FloatDtypes
 from ._remember import CallMemo, Miss
 from ._tensors import call as tensor_call
 from ._tensors import is_foreign
@@ -53,7 +53,7 @@ _AUTO_PAD = {
 }
 _ROUNDING = {"floor": Rounding.FLOOR, "ceil": Rounding.CEIL, "ceil_torch": Rounding.CEIL_DROP}
 _ROUNDING_SINCE = {"floor": 1, "ceil": 1, "ceil_torch": 14}
-DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64), np.dtype(ml_dtypes.bfloat16))
+DTYPES = FloatDtypes("float16", "float32", "float64", "bfloat16")
 DTYPES_TEXT = "float16, float32, float64 or bfloat16"
 
 

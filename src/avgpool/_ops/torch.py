@@ -33,7 +33,6 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .._core import adaptive, engine
@@ -42,11 +41,11 @@ from .._core.pools import PreparedPool
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
 from ..errors import AvgPoolError, labelled
 from . import _tensors
+from ._dtypes import FloatDtypes
 from .block_mean import round_to
 
-_FLOATS = tuple(np.dtype(d) for d in (np.float16, np.float32, np.float64, ml_dtypes.bfloat16))
+_FLOATS = FloatDtypes("float16", "float32", "float64", "bfloat16")
 _FLOATS_TEXT = "float16, float32, float64 or bfloat16"
-_FLOAT_SET = frozenset(_FLOATS)  # native byte order only: a dtype test by hash
 #: torch's dtypes that Tensor.numpy() reads as they are (filled on the first tensor: torch's own objects)
 _TORCH_NATIVE: frozenset = frozenset()
 
@@ -191,7 +190,7 @@ def _input(x: Any, n: int) -> tuple[Any, np.ndarray, Any, bool]:
         except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
             raise AvgPoolError(f"the input cannot be read as an array: {err}") from None
         back = None
-    if array.dtype not in _FLOAT_SET:
+    if array.dtype not in _FLOATS:
         if array.dtype.newbyteorder("=") not in _FLOATS:
             kind = "an integer" if array.dtype.kind in "iub" else f"a {dtype_name(array.dtype)}"
             raise AvgPoolError(
