@@ -226,7 +226,7 @@ def _block_means(
         part = x[rows]
         present = None if mask is None else ~mask[rows]
         if skipna and floats:
-            not_nan = ~np.isnan(part)
+            not_nan = part == part  # one pass where ~np.isnan is two
             present = not_nan if present is None else present & not_nan
         if present is not None:
             part = np.where(present, part, np.zeros((), part.dtype))
@@ -235,7 +235,9 @@ def _block_means(
         few = None
         if counted:
             counts = (
-                _block_sums(present, blocks, np.int64) if present is not None else _geometric_counts(part.shape, blocks)
+                _block_sums(present, blocks, _count_dtype(math.prod(blocks)))
+                if present is not None
+                else _geometric_counts(part.shape, blocks)
             )
             few = counts < min_count
         means = _divide(sums, counts, out_dtype, floats)

@@ -186,7 +186,7 @@ def _with_missing_values(
         array, spec, layout_ = validated_call_arguments(np.ma.getdata(x) if masked else x, version, args)
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
         inside, divisor = _tap_counts(spec, array.shape, layout_)
-        present = ~np.isnan(array) if skipna else np.ones(array.shape, bool)
+        present = array == array if skipna else np.ones(array.shape, bool)  # not NaN, in one pass
         if mask is not None:
             present &= ~mask
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -223,11 +223,17 @@ def _present_means(
     zeroed = np.where(present, array, np.zeros((), array.dtype))
     sums = prepared(zeroed, None)
     indicator = engine.prepare(spec, present.shape, np.dtype(np.float32), layout)
-    share = indicator(present.astype(np.float32), None).astype(np.float64)
-    counts = np.nan_to_num(np.rint(share * divisor), nan=0.0)
+    counts = indicator(present.astype(np.float32), None).astype(np.float64)
+    counts *= divisor
+    np.rint(counts, out=counts)
+    np.copyto(counts, 0.0, where=counts != counts)  # a window with no tap inside: 0 / 0
     missing = inside - counts
-    scaled = sums.astype(np.float64) * (divisor / np.maximum(divisor - missing, 1))
-    means = np.where(missing == 0, sums, round_to(scaled, array.dtype))
+    # in place, the arrays the output's size (what this costs over the two pools)
+    scale = divisor - missing
+    np.maximum(scale, 1, out=scale)
+    np.divide(divisor, scale, out=scale)
+    scale *= sums
+    means = np.where(missing == 0, sums, round_to(scale, array.dtype))
     return means, counts
 
 
