@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """avgpool.block_mean against the block means scientists use today, interleaved in one process:
-scikit-image's ``block_reduce(image, k, np.mean)`` on a uint16 8192x8192 image, and xarray's
-``coarsen(...).mean()`` (skipping NaN, numpy- and dask-backed) on a float32 (8, 4096, 4096) stack
-with 5% NaN; and what ``skipna=True`` costs over ``skipna=False``.
+scikit-image's ``block_reduce(image, k, np.mean)`` on a uint16 8192x8192 image, and
+``avgpool.xarray.block_mean`` against xarray's ``coarsen(...).mean()`` (both skipping NaN, numpy-
+and dask-backed) on a float32 (8, 4096, 4096) stack with 5% NaN; and what ``skipna=True`` costs
+over ``skipna=False``, in block_mean and in ``average_pool`` (no peer: the cost is the row).
 
     python benchmarks/bench_block_mean.py              # every row, 5 rounds
     python benchmarks/bench_block_mean.py --rounds 3 --only uint16
@@ -62,30 +63,54 @@ def rows(only: str | None):
     except ImportError:
         xr = None
     for k in (2, 4, 8):
-        runners = [harness.Runner("avgpool", lambda k=k: avgpool.block_mean(image, k), lambda: None)]
+        runners = [harness.Runner("avgpool", lambda k=k: avgpool.block_mean(image, k), _none)]
         if block_reduce is not None:
-            runners.append(harness.Runner("skimage", lambda k=k: block_reduce(image, k, np.mean), lambda: None))
+            runners.append(harness.Runner("skimage", lambda k=k: block_reduce(image, k, np.mean), _none))
         found.append((f"uint16 8192x8192 k{k}", runners, "skimage", image.nbytes))
     for k in (2, 4, 8):
         ours = lambda k=k: avgpool.block_mean(stack, (1, k, k), skipna=True)  # noqa: E731
         runners = [harness.Runner("avgpool", ours, lambda: None)]
         runners.append(harness.Runner("skipna=False", lambda k=k: avgpool.block_mean(stack, (1, k, k)), lambda: None))
-        if xr is not None:
-            array = xr.DataArray(stack, dims=("t", "y", "x"))
-            runners.append(harness.Runner("coarsen", lambda k=k: array.coarsen(y=k, x=k).mean(), lambda: None))
-        found.append((f"float32 8x4096x4096 5% NaN k{k}", runners, "coarsen", stack.nbytes))
+        found.append((f"block_mean float32 8x4096x4096 5% NaN k{k}", runners, None, stack.nbytes))
     if xr is not None:
-        lazy = dask_array.from_array(stack, chunks=(1, 1024, 1024))
-        lazy_array = xr.DataArray(lazy, dims=("t", "y", "x"))
-        for k in (2, 4, 8):
-            runners = [
-                harness.Runner(
-                    "avgpool", lambda k=k: avgpool.block_mean(lazy, (1, k, k), skipna=True).compute(), lambda: None
-                ),
-                harness.Runner("coarsen", lambda k=k: lazy_array.coarsen(y=k, x=k).mean().compute(), lambda: None),
-            ]
-            found.append((f"dask float32 8x4096x4096 chunks 1024 5% NaN k{k}", runners, "coarsen", stack.nbytes))
+        from avgpool.xarray import block_mean as xarray_block_mean
+
+        array = xr.DataArray(stack, dims=("t", "y", "x"))
+        lazy_array = xr.DataArray(dask_array.from_array(stack, chunks=(1, 1024, 1024)), dims=("t", "y", "x"))
+        for backed, data in (("numpy", array), ("dask chunks 1024", lazy_array)):
+            done = (lambda r: r.compute()) if backed != "numpy" else (lambda r: r)
+            for k in (2, 4, 8):
+                windows = {"y": k, "x": k}
+                runners = [
+                    harness.Runner("avgpool", lambda d=data, w=windows: done(xarray_block_mean(d, w)), _none),
+                    harness.Runner("coarsen", lambda d=data, k=k: done(d.coarsen(y=k, x=k).mean()), _none),
+                ]
+                if backed == "numpy":
+                    runners.insert(
+                        1,
+                        harness.Runner(
+                            "skipna=False",
+                            lambda d=data, w=windows: xarray_block_mean(d, w, skipna=False),
+                            _none,
+                        ),
+                    )
+                name = f"xarray {backed} float32 8x4096x4096 5% NaN k{k}"
+                found.append((name, runners, "coarsen", stack.nbytes))
+    batch = stack[:2, None]  # (2, 1, 4096, 4096): average_pool's N x C x H x W
+    for kernel, attrs in (([2, 2], dict(strides=[2, 2])), ([3, 3], dict(strides=[1, 1], pads=[1, 1, 1, 1]))):
+        runners = [
+            harness.Runner(
+                "avgpool", lambda k=kernel, a=attrs: avgpool.average_pool(batch, k, **a, skipna=True), _none
+            ),
+            harness.Runner("skipna=False", lambda k=kernel, a=attrs: avgpool.average_pool(batch, k, **a), _none),
+        ]
+        name = f"average_pool float32 2x1x4096x4096 5% NaN k{kernel[0]} s{attrs['strides'][0]}"
+        found.append((name, runners, None, batch.nbytes))
     return harness.select(found, only, name=lambda row: row[0])
+
+
+def _none() -> None:
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,12 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         times = harness.medians(samples)
         ratio = harness.paired_ratio(samples["avgpool"], samples[peer]) if peer in samples else None
         skip = harness.paired_ratio(samples["avgpool"], samples["skipna=False"]) if "skipna=False" in samples else None
-        peak = peak_above(runners[0].call) if not name.startswith("dask") else None
+        peak = peak_above(runners[0].call) if "dask" not in name else None
         table.append(
             [
                 name,
                 harness.fmt_time(times["avgpool"]),
-                f"{peer} {harness.fmt_time(times.get(peer))}",
+                f"{peer} {harness.fmt_time(times.get(peer))}" if peer else "",
                 harness.fmt_ratio(ratio),
                 harness.fmt_ratio(skip) if skip else "",
                 f"{peak / 2**20:.0f} MiB" if peak is not None else "",

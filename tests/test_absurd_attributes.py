@@ -152,7 +152,7 @@ def _masked(dtype):
 @pytest.mark.parametrize(
     "call, label",
     [
-        (lambda: avgpool.AveragePool([2, 2])(_masked(np.float64)), "AveragePool-22"),
+        (lambda: avgpool.QLinearAveragePool(0.1, 0, 0.1, 0, [2, 2])(_masked(np.uint8)), "QLinearAveragePool"),
         (
             lambda: avgpool.openvino.avg_pool(
                 _masked(np.float32), [2, 2], strides=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], exclude_pad=True
@@ -169,11 +169,11 @@ def test_a_masked_array_with_masked_values_is_refused(call, label):
 
 
 def test_a_masked_array_without_masked_values_is_its_data():
-    # average_pool takes masked arrays (masked values are missing: tests/test_skipna.py)
+    # average_pool and AveragePool take masked arrays (masked values are missing: tests/test_skipna.py)
     x = np.random.default_rng(2).random((1, 2, 5, 5))
-    y = avgpool.average_pool(np.ma.array(x), [2, 2])
-    assert isinstance(y, np.ma.MaskedArray) and not np.ma.getmaskarray(y).any()
-    assert np.ma.getdata(y).tobytes() == avgpool.average_pool(x, [2, 2]).tobytes()
+    for y in (avgpool.average_pool(np.ma.array(x), [2, 2]), avgpool.AveragePool([2, 2])(np.ma.array(x))):
+        assert isinstance(y, np.ma.MaskedArray) and not np.ma.getmaskarray(y).any()
+        assert np.ma.getdata(y).tobytes() == avgpool.average_pool(x, [2, 2]).tobytes()
 
 
 @pytest.mark.parametrize(

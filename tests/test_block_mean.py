@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from fractions import Fraction
 
 import ml_dtypes
@@ -232,6 +233,68 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+# astropy.nddata.block_reduce(data, block, func) trims a partial block from the end of each axis
+# (its docstring; block_reduce: ``data[: nblocks * block]`` per axis), so it is boundary="trim"
+# with side="left"; its np.mean of an integer block sums in float64 (exact below 2**53) and divides
+# once, so integer inputs agree bit for bit.
+
+
+def _astropy_case(seed, dtypes):
+    rng = np.random.default_rng(700 + seed)
+    rank = 1 + seed % 4
+    shape = tuple(int(n) for n in rng.integers(1, 12 if rank < 3 else 7, rank))
+    block = tuple(int(k) for k in rng.integers(1, 5, rank))
+    return rng, shape, block, dtypes[seed % len(dtypes)]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_integer_inputs_agree_with_astropy_block_reduce_bit_for_bit(seed):
+    nddata = pytest.importorskip("astropy.nddata")
+    rng, shape, block, dtype = _astropy_case(seed, [np.uint8, np.uint16, np.int16, np.int32, np.bool_])
+    x = random_array(rng, shape, dtype)
+    theirs = nddata.block_reduce(x, block, func=np.mean)
+    ours = avgpool.block_mean(x, block, boundary="trim")
+    assert ours.dtype == theirs.dtype == np.float64
+    assert ours.shape == theirs.shape and ours.tobytes() == theirs.tobytes(), (shape, block, dtype)
+
+
+@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("skipna", [False, True])
+def test_float_inputs_agree_with_astropy_block_reduce(seed, skipna):
+    nddata = pytest.importorskip("astropy.nddata")
+    rng, shape, block, dtype = _astropy_case(seed, [np.float64, np.float32])
+    x = random_array(rng, shape, dtype, nan_share=[0.0, 0.01, 0.5, 1.0][seed % 4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # nanmean of an all-NaN block: NaN, and a warning
+        # float64 copy: astropy's np.mean of a float32 block sums in float32, which is not a
+        # reference for block_mean's float64 sums
+        theirs = nddata.block_reduce(x.astype(np.float64), block, func=np.nanmean if skipna else np.mean)
+    ours = avgpool.block_mean(x, block, boundary="trim", skipna=skipna)
+    assert ours.dtype == x.dtype and ours.shape == theirs.shape
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs))
+    if dtype == np.float32:  # the float64 mean rounded once to float32: equal, or a double rounding
+        np.testing.assert_array_max_ulp(ours, theirs.astype(np.float32), maxulp=1)
+    else:  # two float64 sums in different orders: within what n additions can lose
+        scale = nddata.block_reduce(np.abs(np.nan_to_num(x)), block, func=np.max)
+        known = ~np.isnan(theirs)
+        assert np.all(np.abs(ours - theirs)[known] <= (4 * math.prod(block) * 2.0**-53 * scale)[known])
+
+
+def test_masked_inputs_agree_with_astropy_block_reduce():
+    nddata = pytest.importorskip("astropy.nddata")
+    rng = np.random.default_rng(8)
+    x = random_array(rng, (13, 10), np.uint16)
+    mask = rng.random(x.shape) < 0.4
+    mask[:3, :3] = True  # a block with no value present
+    theirs = nddata.block_reduce(np.ma.MaskedArray(x, mask=mask), 3, func=np.mean)  # numpy.ma's mean
+    ours = avgpool.block_mean(np.ma.MaskedArray(x, mask=mask), 3, boundary="trim")
+    assert isinstance(theirs, np.ma.MaskedArray) and isinstance(ours, np.ma.MaskedArray)
+    np.testing.assert_array_equal(np.ma.getmaskarray(ours), np.ma.getmaskarray(theirs))
+    assert np.ma.getmaskarray(ours)[0, 0]
+    present = ~np.ma.getmaskarray(theirs)
+    np.testing.assert_allclose(np.ma.getdata(ours)[present], np.ma.getdata(theirs)[present], rtol=4e-16)
 
 
 @pytest.mark.parametrize("side", ["left", "right"])

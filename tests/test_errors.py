@@ -176,6 +176,16 @@ CASES = [
         lambda: avgpool.average_pool(X, [2, 2], min_count=0),
         ["AveragePool-22", "`min_count`", ">= 1"],
     ),
+    (
+        "min_count of a prepared pool below 1",
+        lambda: avgpool.AveragePool([2, 2], min_count=0),
+        ["AveragePool-22", "`min_count`", ">= 1"],
+    ),
+    (
+        "out with a masked input",
+        lambda: avgpool.AveragePool([2, 2])(np.ma.array(X, mask=X == 0), np.empty((1, 3, 7, 7))),
+        ["AveragePool-22", "`out` is given with a masked input"],
+    ),
     ("shape not sequence", lambda: avgpool.output_shape(5, [2, 2]), ["`input_shape`", "sequence"]),
     ("shape too short", lambda: avgpool.output_shape((1, 8), [2]), ["`input_shape`", "at least 3"]),
     ("shape negative", lambda: avgpool.output_shape((1, 1, -8), [2]), ["`input_shape`", "non-negative"]),

@@ -169,3 +169,111 @@ def test_xarray_skips_nan_by_default_for_float_data_as_xarray_does():
     np.testing.assert_array_equal(plain.values, [[np.nan, 2.5]])
     with pytest.raises(AvgPoolError, match="`min_count`"):
         avgpool.xarray.average_pool(arr, kernel={"x": 2}, min_count=0)
+
+
+def _random_case(seed):
+    """A random pool configuration and input for the prepared-pool comparison: every layout, dtype,
+    count_include_pad, ceil_mode, dilation and NaN density (0, 1%, 50%, 100%), masks or none."""
+    rng = np.random.default_rng(1000 + seed)
+    n = 1 + seed % 3
+    spatial = tuple(int(s) for s in rng.integers(4, 10, n))
+    kernel = [int(k) for k in rng.integers(1, 4, n)]
+    dilations = [int(d) if (k - 1) * int(d) + 1 <= s else 1 for k, d, s in zip(kernel, rng.integers(1, 3, n), spatial)]
+    attrs = dict(
+        strides=[int(s) for s in rng.integers(1, 3, n)],
+        pads=[int(rng.integers(0, k)) for k in kernel] * 2,
+        dilations=dilations,
+        count_include_pad=int(rng.integers(0, 2)),
+        ceil_mode=int(rng.integers(0, 2)),
+        layout=["NCX", "NXC"][seed % 2],
+    )
+    dtype = DTYPES[(seed // 2) % len(DTYPES)]
+    x = rng.standard_normal((2, *spatial, 3) if attrs["layout"] == "NXC" else (2, 3, *spatial)).astype(dtype)
+    x[rng.random(x.shape) < [0.0, 0.01, 0.5, 1.0][(seed // 8) % 4]] = np.nan
+    if seed % 5 == 0:
+        x = np.ma.MaskedArray(x, mask=rng.random(x.shape) < 0.3)
+    return kernel, attrs, x, seed % 3 != 2, int(rng.integers(1, 4))
+
+
+@pytest.mark.parametrize("seed", range(64))
+def test_the_prepared_pool_gives_the_function_bits(seed):
+    kernel, attrs, x, skipna, min_count = _random_case(seed)
+    expected = avgpool.average_pool(x, kernel, **attrs, skipna=skipna, min_count=min_count)
+    pool = avgpool.AveragePool(kernel, **attrs, skipna=skipna, min_count=min_count)
+    for _ in range(2):  # the first call prepares, the second finds what the first kept
+        got = pool(x)
+        assert type(got) is type(expected) and got.dtype == expected.dtype
+        assert np.ma.getdata(got).tobytes() == np.ma.getdata(expected).tobytes(), (kernel, attrs, skipna, min_count)
+        np.testing.assert_array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(expected))
+    if np.ma.isMaskedArray(x):  # a mask or NaN is what makes values missing, not the pool's last call
+        plain = np.ma.getdata(x)
+        same = avgpool.average_pool(plain, kernel, **attrs, skipna=skipna, min_count=min_count)
+        assert pool(plain).tobytes() == same.tobytes()
+        assert np.ma.isMaskedArray(pool(x))
+
+
+def test_a_masked_input_after_a_plain_one_of_its_shape_is_still_masked():
+    x = np.array([[[1.0, 2.0, 4.0, 8.0]]])
+    pool = avgpool.AveragePool([2], strides=[2])
+    np.testing.assert_array_equal(pool(x), [[[1.5, 6.0]]])
+    got = pool(np.ma.MaskedArray(x, mask=[[[True, True, False, False]]]))
+    np.testing.assert_array_equal(np.ma.getmaskarray(got), [[[True, False]]])
+    np.testing.assert_array_equal(np.ma.getdata(got), [[[np.nan, 6.0]]])
+
+
+def test_the_prepared_pool_writes_out():
+    x = np.array([[[np.nan, 1.0, 3.0, 5.0]]], np.float32)
+    out = np.empty((1, 1, 3), np.float32)
+    assert avgpool.AveragePool([2], skipna=True)(x, out) is out
+    np.testing.assert_array_equal(out, [[[1.0, 2.0, 4.0]]])
+
+
+def test_out_with_a_masked_input_is_refused_not_left_unwritten():
+    x = np.ma.MaskedArray(np.arange(4.0).reshape(1, 1, 4), mask=[[[0, 1, 0, 0]]])
+    for call in (lambda out: avgpool.average_pool(x, [2], out=out), lambda out: avgpool.AveragePool([2])(x, out)):
+        with pytest.raises(AvgPoolError, match="AveragePool-22: `out` is given with a masked input"):
+            call(np.zeros((1, 1, 3)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(skipna=1), ["AveragePool-22", "`skipna`", "True or False"]),
+        (dict(skipna=None), ["`skipna`", "None"]),
+        (dict(min_count=0), ["AveragePool-22", "`min_count`", "0", ">= 1"]),
+        (dict(min_count=2.0), ["`min_count`", "2.0"]),
+        (dict(min_count=True), ["`min_count`", "True"]),
+        (dict(skipna=True, min_count=-2, opset=19), ["AveragePool-19", "`min_count`", "-2"]),
+    ],
+)
+def test_the_prepared_pool_refuses_bad_values(kwargs, words):
+    with pytest.raises(AvgPoolError) as info:
+        avgpool.AveragePool([2], **kwargs)
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_a_tensor_given_to_a_skipping_pool_skips_nan():
+    torch = pytest.importorskip("torch")
+    x = np.array([[[[np.nan, 1.0], [3.0, 5.0]]]], np.float32)
+    pool = avgpool.AveragePool([2, 2], skipna=True)
+    got = pool(torch.from_numpy(x))
+    assert isinstance(got, torch.Tensor)
+    np.testing.assert_array_equal(got.numpy(), pool(x))
+    channels_last = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(pool(channels_last).numpy(), [[[[3.0]]]])
+
+
+@pytest.mark.parametrize("skipna", [False, True])
+def test_dask_takes_min_count_as_numpy_does(skipna):
+    dask_array = pytest.importorskip("dask.array")
+    import avgpool.dask
+
+    x = np.random.default_rng(4).standard_normal((1, 2, 9, 8))
+    x[x > 0.8] = np.nan
+    kwargs = dict(pads=[2, 1, 2, 1], count_include_pad=1, skipna=skipna, min_count=4)
+    expected = avgpool.average_pool(x, [3, 2], **kwargs)
+    got = avgpool.dask.average_pool(dask_array.from_array(x, chunks=(1, 1, 4, 3)), [3, 2], **kwargs).compute()
+    assert got.tobytes() == expected.tobytes()
+    with pytest.raises(AvgPoolError, match="`min_count`"):
+        avgpool.dask.average_pool(dask_array.from_array(x), [3, 2], min_count=0)

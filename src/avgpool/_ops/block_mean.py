@@ -14,7 +14,8 @@ array([1., 3.])
 
 Every axis is an axis (no batch or channel convention). The sums of a block are taken in one fixed
 order, one axis after the other and along each axis tap after tap, in float64 for float inputs and
-in int64 for integer and bool inputs (no float copy of the input is made): so a block's mean does
+in int64 for integer and bool inputs (int32 where a block's sum cannot leave it; no float copy
+of the input is made): so a block's mean does
 not depend on how the array is laid out, sliced or chunked, and a dask array gives the numpy
 array's bits whatever its chunks. An integer block's mean is exact, rounded once to the output
 dtype (float64 by default, numpy's ``mean``); a float block's is its float64 sum divided once
@@ -226,16 +227,18 @@ def _block_means(
         part = x[rows]
         present = None if mask is None else ~mask[rows]
         if skipna and floats:
-            not_nan = ~np.isnan(part)
+            not_nan = part == part  # one pass where ~np.isnan is two
             present = not_nan if present is None else present & not_nan
         if present is not None:
             part = np.where(present, part, np.zeros((), part.dtype))
-        sums = _block_sums(part, blocks, np.float64 if floats else np.int64)
+        sums = _block_sums(part, blocks, np.float64 if floats else _integer_sum_dtype(x.dtype, blocks))
         counts = math.prod(blocks)
         few = None
         if counted:
             counts = (
-                _block_sums(present, blocks, np.int64) if present is not None else _geometric_counts(part.shape, blocks)
+                _block_sums(present, blocks, _count_dtype(math.prod(blocks)))
+                if present is not None
+                else _geometric_counts(part.shape, blocks)
             )
             few = counts < min_count
         means = _divide(sums, counts, out_dtype, floats)
@@ -307,6 +310,15 @@ def _block_sums(part: np.ndarray, blocks: tuple[int, ...], acc: Any) -> np.ndarr
                 total[tuple(lead)] += taps
         sums = total
     return sums
+
+
+def _integer_sum_dtype(dtype: np.dtype, blocks: tuple[int, ...]) -> Any:
+    """int32 where a block's sum of ``dtype`` values cannot leave it (a uint16 image in blocks of
+    up to 32768 values: half the memory traffic of int64, the same exact sums), int64 otherwise."""
+    if dtype.kind == "b":
+        return np.int32 if math.prod(blocks) < 2**31 else np.int64
+    info = np.iinfo(dtype)
+    return np.int32 if max(abs(int(info.min)), int(info.max)) * math.prod(blocks) < 2**31 else np.int64
 
 
 def _count_dtype(most: int) -> Any:

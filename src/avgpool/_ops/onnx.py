@@ -175,13 +175,18 @@ def _with_missing_values(
     with error_context(operator_label(version)):
         check_missing_options(skipna, min_count)
         masked = is_masked(x)
+        if masked and out is not None:  # the result is a new masked array: `out` would be left unwritten
+            raise AvgPoolError(
+                "`out` is given with a masked input: the result is a new masked array "
+                "(masked where a window has fewer than `min_count` values); call without `out`"
+            )
         if not skipna and not masked:
             return _validated_call(x, out, None, *args)
         mask = np.ma.getmaskarray(x) if masked else None
         array, spec, layout_ = validated_call_arguments(np.ma.getdata(x) if masked else x, version, args)
         prepared = engine.prepare(spec, array.shape, array.dtype, layout_)
         inside, divisor = _tap_counts(spec, array.shape, layout_)
-        present = ~np.isnan(array) if skipna else np.ones(array.shape, bool)
+        present = array == array if skipna else np.ones(array.shape, bool)  # not NaN, in one pass
         if mask is not None:
             present &= ~mask
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -218,11 +223,17 @@ def _present_means(
     zeroed = np.where(present, array, np.zeros((), array.dtype))
     sums = prepared(zeroed, None)
     indicator = engine.prepare(spec, present.shape, np.dtype(np.float32), layout)
-    share = indicator(present.astype(np.float32), None).astype(np.float64)
-    counts = np.nan_to_num(np.rint(share * divisor), nan=0.0)
+    counts = indicator(present.astype(np.float32), None).astype(np.float64)
+    counts *= divisor
+    np.rint(counts, out=counts)
+    np.copyto(counts, 0.0, where=counts != counts)  # a window with no tap inside: 0 / 0
     missing = inside - counts
-    scaled = sums.astype(np.float64) * (divisor / np.maximum(divisor - missing, 1))
-    means = np.where(missing == 0, sums, round_to(scaled, array.dtype))
+    # in place, the arrays the output's size (what this costs over the two pools)
+    scale = divisor - missing
+    np.maximum(scale, 1, out=scale)
+    np.divide(divisor, scale, out=scale)
+    scale *= sums
+    means = np.where(missing == 0, sums, round_to(scale, array.dtype))
     return means, counts
 
 
@@ -290,6 +301,13 @@ class AveragePool:
     >>> pool(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
     array([[[[ 2.5,  4.5],
              [10.5, 12.5]]]], dtype=float32)
+
+    ``skipna`` and ``min_count`` mean what they mean in :func:`average_pool`, and a masked input
+    gives a masked result (docs/semantics.md 1.6); such calls take :func:`average_pool`'s own path
+    for missing values (``tests/test_skipna.py`` compares the two bit for bit).
+
+    >>> avgpool.AveragePool([2], skipna=True)(np.array([[[np.nan, 1.0, 3.0]]]))
+    array([[[1., 2.]]])
     """
 
     def __init__(
@@ -304,6 +322,8 @@ class AveragePool:
         dilations: Sequence[int] | None = None,
         opset: int = 22,
         layout: str = "NCX",
+        skipna: bool = False,
+        min_count: int = _ONE,
     ) -> None:
         self._attributes = dict(
             kernel_shape=kept(kernel_shape),
@@ -317,11 +337,18 @@ class AveragePool:
             layout=layout,
         )
         self._version = op_version(opset)
+        with error_context(operator_label(self._version)):
+            check_missing_options(skipna, min_count)
+        #: with skipna (or a masked input) a call takes average_pool's missing-value path,
+        #: :meth:`_missing_call`; min_count changes nothing otherwise (semantics 1.6)
+        self._skipna, self._min_count = bool(skipna), int(min_count)
         # per (shape, dtype), bounded by count and bytes like the function's memo, so that a pool
         # fed thousands of shapes keeps only the latest; but the latest is always kept, however
         # large its tables (its caller holds the pool to call it again)
         self._prepared = Memo(512, caches.held_bytes, caches.CACHE_BYTES, entry_bytes=sys.maxsize)
-        self._find = self._prepared.find
+        # with skipna a call never finds a prepared pool: the first test of the call's path costs
+        # nothing more where no value can be missing (benchmarks/call_overhead.py)
+        self._find = _never_found if self._skipna else self._prepared.find
 
     def __call__(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
         if type(x) is _ndarray:
@@ -335,6 +362,8 @@ class AveragePool:
         if is_foreign(x):  # a tensor: the call on its memory, a channels-last one by an NXC twin
             layout = self._attributes["layout"]
             return tensor_call(self._in_layout, operator_label(self._version), x, out, {"layout": layout}, _LAYOUTS)
+        if self._skipna or is_masked(x):
+            return self._missing_call(x, out)
         with error_context(operator_label(self._version)):
             array, spec, layout = _validated(x, self._version, **self._attributes)
             prepared = engine.prepare(spec, array.shape, array.dtype, layout)
@@ -342,14 +371,28 @@ class AveragePool:
                 self._prepared.put((array.shape, array.dtype), prepared)
             return prepared(array, out)
 
+    def _missing_call(self, x: Any, out: Any) -> Any:
+        """A call where values can be missing: :func:`_with_missing_values` with this pool's
+        attributes, the one implementation of docs/semantics.md 1.6."""
+        a = self._attributes
+        names = ("kernel_shape", "strides", "pads", "dilations", "auto_pad", "ceil_mode", "count_include_pad")
+        args = (*(a[n] for n in names), a["opset"], a["layout"])
+        return _with_missing_values(x, out, self._skipna, self._min_count, *args)
+
     def _in_layout(self, x: np.ndarray, out: Any, layout: Any) -> np.ndarray:
         """This pool, or its twin of the other layout (a channels-last tensor given to an NCX pool)."""
         if layout == self._attributes["layout"]:
             return self(x, out)
         twin = self.__dict__.get("_twin")
         if twin is None:
-            twin = self._twin = AveragePool(**{**self._attributes, "layout": layout})
+            twin = AveragePool(**{**self._attributes, "layout": layout}, skipna=self._skipna, min_count=self._min_count)
+            self._twin = twin
         return twin(x, out)
+
+
+def _never_found(key: Any) -> None:
+    """The memo lookup of a pool with ``skipna``: its calls all take the missing-value path."""
+    return None
 
 
 #: How a tensor call names average_pool's layouts (argument, channels first, channels last).
