@@ -320,6 +320,127 @@ def test_adaptive_refusals_are_torch_s(n, shape, size, name):
         ours(x, size)
 
 
+#: Arguments of the wrong Python type: torch raises a TypeError, and so does avgpool (an
+#: AvgPoolTypeError, both an AvgPoolError and a TypeError) naming the function, the argument and
+#: the value. (function, input shape, arguments, the argument named)
+BAD_TYPES = [
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size="3"), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3.5), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3.0), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=None), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=True), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size={3: 1}), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size={3}), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=(3, 2.0)), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=torch.tensor(3.0)), "kernel_size"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, stride=[2.0]), "stride"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, stride="2"), "stride"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, padding=1.0), "padding"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, padding=None), "padding"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, padding="same"), "padding"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, ceil_mode="yes"), "ceil_mode"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, ceil_mode=1), "ceil_mode"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, ceil_mode=None), "ceil_mode"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, count_include_pad="no"), "count_include_pad"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, count_include_pad=0), "count_include_pad"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, divisor_override=1.5), "divisor_override"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, divisor_override=2.0), "divisor_override"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, divisor_override="2"), "divisor_override"),
+    ("avg_pool2d", (1, 1, 6, 6), dict(kernel_size=3, divisor_override=True), "divisor_override"),
+    ("avg_pool1d", (1, 1, 6), dict(kernel_size="3"), "kernel_size"),
+    ("avg_pool1d", (1, 1, 6), dict(kernel_size=3.5), "kernel_size"),
+    ("avg_pool1d", (1, 1, 6), dict(kernel_size=3, ceil_mode="yes"), "ceil_mode"),
+    ("avg_pool3d", (1, 1, 4, 4, 4), dict(kernel_size=2.0), "kernel_size"),
+    ("avg_pool3d", (1, 1, 4, 4, 4), dict(kernel_size=2, divisor_override=1.5), "divisor_override"),
+    ("adaptive_avg_pool2d", (1, 1, 6, 6), dict(output_size="7"), "output_size"),
+    ("adaptive_avg_pool2d", (1, 1, 6, 6), dict(output_size=7.0), "output_size"),
+    ("adaptive_avg_pool2d", (1, 1, 6, 6), dict(output_size=(7.0, 7)), "output_size"),
+    ("adaptive_avg_pool2d", (1, 1, 6, 6), dict(output_size=None), "output_size"),
+    ("adaptive_avg_pool2d", (1, 1, 6, 6), dict(output_size=True), "output_size"),
+    ("adaptive_avg_pool2d", (1, 1, 6, 6), dict(output_size=(2, "3")), "output_size"),
+    ("adaptive_avg_pool1d", (1, 1, 6), dict(output_size="7"), "output_size"),
+    ("adaptive_avg_pool1d", (1, 1, 6), dict(output_size=3.0), "output_size"),
+    ("adaptive_avg_pool3d", (1, 1, 4, 4, 4), dict(output_size=(2, 2, 2.0)), "output_size"),
+]
+#: Inputs that are not arrays: torch's TypeError (its adaptive pools' Python wrapper fails on
+#: them with an AttributeError first); avgpool's AvgPoolTypeError names `input` and the type.
+BAD_INPUTS = [[[[[1.0, 2.0], [3.0, 4.0]]]], (1.0, 2.0), 3, 2.5, None, "abc"]
+
+
+def _torch_function(name):
+    return getattr(F, name)
+
+
+@pytest.mark.parametrize("function, shape, kw, name", BAD_TYPES)
+def test_wrong_python_types_are_type_errors(function, shape, kw, name):
+    x = torch.zeros(shape)
+    assert isinstance(refused(lambda: _torch_function(function)(x, **kw)), TypeError)
+    for given in (x, x.numpy()):  # the same refusal for a tensor and a numpy array
+        with pytest.raises(avgpool.AvgPoolTypeError) as caught:
+            getattr(at, function)(given, **kw)
+        message = str(caught.value)
+        assert isinstance(caught.value, TypeError) and isinstance(caught.value, avgpool.AvgPoolError)
+        assert message.startswith(f"{function}: `{name}`"), message
+        assert repr(kw[name]) in message and type(kw[name]).__name__ in message, message
+
+
+@pytest.mark.parametrize("function", ["avg_pool2d", "adaptive_avg_pool2d"])
+@pytest.mark.parametrize("given", BAD_INPUTS, ids=lambda v: type(v).__name__)
+def test_inputs_that_are_not_arrays_are_type_errors(function, given):
+    argument = 2 if function == "avg_pool2d" else 1
+    with pytest.raises((TypeError, AttributeError)):
+        _torch_function(function)(given, argument)
+    with pytest.raises(avgpool.AvgPoolTypeError, match=f"^{function}: `input` must be .*, got {type(given).__name__}$"):
+        getattr(at, function)(given, argument)
+
+
+#: Values of the right type that no pool has: an AvgPoolError that is not a TypeError (torch's
+#: are ValueErrors or RuntimeErrors: overflow). (function, arguments, the argument named)
+BAD_VALUES = [
+    ("avg_pool2d", dict(kernel_size=2**63), "kernel_size"),
+    ("avg_pool2d", dict(kernel_size=3, stride=2**63), "stride"),
+    ("avg_pool2d", dict(kernel_size=(3, 2**62)), "kernel_size"),
+    ("avg_pool2d", dict(kernel_size=3, divisor_override=2**70), "divisor_override"),
+    ("adaptive_avg_pool2d", dict(output_size=2**63), "output_size"),
+    ("adaptive_avg_pool2d", dict(output_size=(2**36, 1)), "output_size"),  # beyond memory: refused, not built
+]
+
+
+@pytest.mark.parametrize("function, kw, name", BAD_VALUES)
+def test_bad_values_are_avgpool_errors(function, kw, name):
+    x = torch.zeros(1, 1, 6, 6)
+    if kw.get("output_size") != (2**36, 1):  # torch would try to allocate its 256 GiB
+        error = refused(lambda: _torch_function(function)(x, **kw))
+        assert error is not None and not isinstance(error, TypeError)
+    with pytest.raises(avgpool.AvgPoolError, match=f"^{function}: .*`{name}`") as caught:
+        getattr(at, function)(x, **kw)
+    assert not isinstance(caught.value, TypeError)
+
+
+#: Ints as torch reads them (numpy ints, one-element integer tensors, lists, torch.Size, an empty
+#: stride): the shape of torch's result. (function, arguments)
+INTS_AS_TORCH_READS_THEM = [
+    ("avg_pool2d", dict(kernel_size=np.int64(3))),
+    ("avg_pool2d", dict(kernel_size=[3, 2])),
+    ("avg_pool2d", dict(kernel_size=torch.tensor(3))),
+    ("avg_pool2d", dict(kernel_size=torch.tensor([3]))),
+    ("avg_pool2d", dict(kernel_size=(torch.tensor(3), np.int32(2)))),
+    ("avg_pool2d", dict(kernel_size=torch.Size([3, 3]), stride=())),
+    ("avg_pool2d", dict(kernel_size=3, stride=[], divisor_override=np.int64(2))),
+    ("adaptive_avg_pool2d", dict(output_size=[None, 3])),
+    ("adaptive_avg_pool2d", dict(output_size=torch.Size([2, 4]))),
+]
+
+
+@pytest.mark.parametrize("function, kw", INTS_AS_TORCH_READS_THEM)
+def test_ints_as_torch_reads_them(function, kw):
+    x = torch.randn(1, 2, 6, 6, dtype=torch.float64)
+    expected = _torch_function(function)(x, **kw)
+    got = getattr(at, function)(x, **kw)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected)
+
+
 def test_random_geometries_refused_exactly_where_torch_refuses():
     rng = np.random.default_rng(5)
     for _ in range(150):
