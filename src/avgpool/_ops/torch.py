@@ -38,7 +38,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._core import adaptive, engine
+from .._core import adaptive, adjoint, engine
 from .._core.outputs import check_output_fits, dtype_name
 from .._core.pools import PreparedPool
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
@@ -549,6 +549,9 @@ def _adjoint(plan: Plan, grad: np.ndarray) -> np.ndarray:
     float64 and rounded once to the dtype."""
     if plan.gathers is not None:  # each input position in at most one window: a gather
         return _gathered(plan, grad)
+    if plan.forward.dtype == np.float64:  # float64 sums in the kernels lose ulps where terms cancel
+        spatial_axes = plan.layout.spatial_axes(grad.ndim)
+        return adjoint.exact_adjoint(grad, plan.adjoint_axes, plan.window_divisors, spatial_axes)
     if plan.divisors is None:
         return plan.adjoint(np.ascontiguousarray(grad))
     divisor = plan.divisors[0]
