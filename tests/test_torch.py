@@ -627,6 +627,33 @@ def test_float64_gradients_within_one_ulp(n):
             assert_gradient(grad, exact, f"{dtype} {shape} {kw} channels_last={channels_last}")
 
 
+@pytest.mark.parametrize("spread", [0, 150])
+def test_float64_gradients_non_finite_and_wide(spread):
+    """float64 gradients with Inf and NaN (they reach the positions whose windows hold them, as
+    in torch) and, with spread 150, magnitudes 1e-150 to 1e150 (the split sums' error would
+    reach the small results: the double-double twin, _core/adjoint.exact_adjoint, takes over):
+    every finite one within 1 ulp of the exact adjoint."""
+    rng = np.random.default_rng(spread)
+    kw = dict(kernel_size=3, stride=1, padding=1, count_include_pad=False)
+    x = torch.zeros((2, 2, 6, 5), dtype=torch.float64, requires_grad=True)
+    y = at.avg_pool2d(x, **kw)
+    values = rng.standard_normal(tuple(y.shape)) * 10.0 ** rng.integers(-spread, spread + 1, tuple(y.shape))
+    if spread == 0:
+        values[0, 0, 1, 1], values[1, 1, 4, 0], values[1, 1, 5, 0] = np.inf, -np.inf, np.nan
+    g = torch.from_numpy(values)
+    (grad,) = torch.autograd.grad(y, x, g)
+    xt = x.detach().clone().requires_grad_()
+    (expected,) = torch.autograd.grad(F.avg_pool2d(xt, **kw), xt, g)
+    got = grad.numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(expected.numpy()))
+    assert np.array_equal(np.isinf(got), np.isinf(expected.numpy()))
+    assert np.array_equal(got[np.isinf(got)], expected.numpy()[np.isinf(got)])
+    windows = [torch_windows(L, 3, 1, 1, False, False) for L in (6, 5)]
+    finite = np.isfinite(got)
+    exact = exact_gradient((2, 2, 6, 5), windows, np.where(np.isfinite(values), values, 0.0))
+    assert_gradient(torch.from_numpy(np.where(finite, got, 0.0)), np.where(finite, exact, 0.0), f"spread {spread}")
+
+
 def test_gradient_of_channels_last_and_16_bit_inputs():
     x = torch.randn(2, 4, 6, 6).contiguous(memory_format=torch.channels_last).requires_grad_()
     y = at.adaptive_avg_pool2d(x, 4)

@@ -1,19 +1,22 @@
 """The exact adjoint of a pool in float64: each input position receives the sum of
 ``grad / divisor`` over the windows that hold it, within half an ulp of the exact value plus
-what double-double sums lose (about ``taps * 2**-104`` of the sum of the terms' magnitudes).
+what double-double sums lose.
 
 The compiled kernels sum float64 in float64, one rounding per add: right for float32 and the
-16-bit formats (their terms are exact in float64, the sum rounded once), but a float64 gradient
-whose terms cancel lost up to 108 ulp that way (tests/test_torch.py
-test_float64_gradients_within_one_ulp). Here every quotient is a double-double (the rounded
-quotient and its exact remainder, by Dekker's product: numpy has no fma) and the terms are
-summed with TwoSum, vectorised over the input: one gather per window offset, ``prod(ceil(k / s))``
-of them. Nothing is compiled: this is plain numpy, for float64 gradients only.
+16-bit formats (their terms are far more precise than their ulp, the sum rounded once), but a
+float64 gradient whose terms cancel lost up to 16245 ulp that way (tests/test_torch.py
+test_float64_gradients_within_one_ulp). Every quotient is taken as a double-double (the rounded
+quotient and its exact remainder: numpy has no fma). :func:`split_adjoint` then uses the
+kernels' own float64 adjoint pool on parts whose sums are exact (ExtractVector), and
+:func:`exact_adjoint`, its twin and fallback, sums with TwoSum in numpy, one gather per window
+offset (``prod(ceil(k / s))`` of them). Nothing is compiled here.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,9 +39,18 @@ def _quotients(grad: np.ndarray, divisor: np.ndarray) -> tuple[np.ndarray, np.nd
     2**-106 of the exact quotient. Non-finite quotients get no rest."""
     with np.errstate(all="ignore"):
         q = grad / divisor
-        p = q * divisor
-        remainder = (grad - p) - _two_product_error(q, np.broadcast_to(divisor, q.shape), p)
+        if np.max(np.abs(divisor), initial=0.0) < 2.0**26:
+            # the divisors (tap counts) have at most 26 bits: q's 26-bit halves times one are
+            # exact, and so is the remainder from them (6 operations rather than 15)
+            c = _SPLIT * q
+            q_high = c - (c - q)
+            remainder = (grad - q_high * divisor) - (q - q_high) * divisor
+        else:
+            p = q * divisor
+            remainder = (grad - p) - _two_product_error(q, np.broadcast_to(divisor, q.shape), p)
         rest = remainder / divisor
+    if np.isfinite(rest).all():
+        return q, rest
     return q, np.where(np.isfinite(rest) & np.isfinite(q), rest, 0.0)
 
 
@@ -91,3 +103,70 @@ def exact_adjoint(
         result = total + low
     # Inf and NaN: the plain sum's (its TwoSum errors are NaN), as the windows' quotients give it
     return np.ascontiguousarray(np.where(np.isfinite(total), result, total))
+
+
+def _extract(values: np.ndarray, terms: int) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """``values`` as ``high + low`` exactly, where ``high`` is a multiple of one power of two
+    (the unit) and any ``terms`` of them, and every partial sum, are float64 numbers: sums of
+    ``high`` are exact in any order (Rump, Ogita and Oishi's ExtractVector). Returns (high,
+    low, the unit), or None where the power of two would leave float64's range."""
+    largest = float(np.max(np.abs(values), initial=0.0))
+    if largest == 0.0:
+        return np.zeros_like(values), values, 0.0
+    exponent = math.frexp(largest)[1] + math.ceil(math.log2(terms + 2)) + 1
+    if not -1000 < exponent < 1000:
+        return None
+    sigma = math.ldexp(1.0, exponent)
+    high = (sigma + values) - sigma
+    return high, values - high, math.ldexp(1.0, exponent - 52)
+
+
+def split_adjoint(
+    grad: np.ndarray,
+    pool_sum: Callable[[np.ndarray], np.ndarray],
+    window_divisors: tuple[np.ndarray, ...],
+    spatial_axes: tuple[int, ...],
+    terms: int,
+) -> np.ndarray | None:
+    """:func:`exact_adjoint` by the compiled float64 adjoint pool ``pool_sum`` (each input
+    position's sum over its windows, divisor 1), which sums exactly what :func:`_extract` makes
+    summable exactly: the quotients' two high parts are summed exactly, the rest (below 2**-100
+    of the largest quotient) and the quotients' remainders (2**-53 of each) with float64's
+    error, all four added as a double-double and rounded once. None where that error could
+    reach 2**-20 ulp of a result, or a scale leaves float64's range: then :func:`exact_adjoint`.
+    ``terms``: the most windows holding one position."""
+    divisor = np.ones((), np.float64)
+    for factors in window_divisors:
+        divisor = np.multiply.outer(divisor, np.asarray(factors, np.float64))
+    shape = [1] * grad.ndim
+    for axis, length in zip(spatial_axes, divisor.shape):
+        shape[axis] = length
+    q, rest = _quotients(grad, divisor.reshape(shape))
+    finite = np.isfinite(q)
+    every_finite = bool(finite.all())
+    if not every_finite:
+        q = np.where(finite, q, 0.0)
+    first = _extract(q, terms)
+    if first is None:
+        return None
+    high1, low1, _ = first
+    second = _extract(low1, terms)
+    if second is None:
+        return None
+    high2, low2, unit2 = second
+    with np.errstate(all="ignore"):
+        s1, s2 = pool_sum(high1), pool_sum(high2)  # exact
+        s3, s4 = pool_sum(low2), pool_sum(np.ascontiguousarray(rest))
+        total = s1 + s2
+        virtual = total - s1
+        error = (s1 - (total - virtual)) + (s2 - virtual)
+        result = total + (error + (s3 + s4))
+        # what s3's float64 sums can lose (|low2| <= unit2 each), against each result's ulp
+        bound = terms * terms * 2.0**-52 * unit2
+        tiny = np.abs(result) * 2.0**-72 < bound
+    if np.any(tiny & (result != 0)) or (bound > 0 and np.any((result == 0) & (s3 != 0))):
+        return None
+    if not every_finite:
+        plain = pool_sum(np.ascontiguousarray(grad / divisor.reshape(shape)))
+        result = np.where(np.isfinite(plain), result, plain)
+    return result

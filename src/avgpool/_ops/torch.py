@@ -297,6 +297,12 @@ class Plan:
         dtype = np.float64 if self.divisors is not None else self.forward.dtype
         return adaptive.prepare_windows(self.adjoint_axes, self.forward.out_shape, np.dtype(dtype), self.layout)
 
+    @functools.cached_property
+    def adjoint_sum(self) -> PreparedPool:
+        """The adjoint's windows with divisor 1 in float64: each input position's plain sum."""
+        ones = tuple(adaptive.AxisWindows(w.length, w.first, w.count, (1.0,) * w.out) for w in self.adjoint_axes)
+        return adaptive.prepare_windows(ones, self.forward.out_shape, np.dtype(np.float64), self.layout)
+
 
 def _out_length(length: int, k: int, s: int, p: int, ceil: bool) -> int:
     out = (length + 2 * p - k + (s - 1 if ceil else 0)) // s + 1
@@ -543,15 +549,21 @@ def _as_pooled(plan: Plan, array: np.ndarray, unbatched: bool) -> np.ndarray:
 def _adjoint(plan: Plan, grad: np.ndarray) -> np.ndarray:
     """The exact adjoint of the forward pool on ``grad`` (shaped as the forward's output, as the
     pools see it): each input position receives the sum of ``grad / divisor`` over the windows
-    that hold it. With one divisor for every window, the adjoint pool sums ``grad`` and divides
-    once (float64 sums, one rounding); otherwise ``grad`` is divided by each window's divisor in
-    float64 first (exact integer divisors, one rounding each) and those quotients are summed in
-    float64 and rounded once to the dtype."""
+    that hold it. float64 gradients go by :mod:`.._core.adjoint` (double-double sums: float64
+    sums of float64 terms lose ulps where they cancel). Other dtypes: with one divisor for every
+    window, the adjoint pool sums ``grad`` and divides once (float64 sums, one rounding);
+    otherwise ``grad`` is divided by each window's divisor in float64 first and those quotients
+    are summed in float64 and rounded once to the dtype."""
     if plan.gathers is not None:  # each input position in at most one window: a gather
         return _gathered(plan, grad)
     if plan.forward.dtype == np.float64:  # float64 sums in the kernels lose ulps where terms cancel
         spatial_axes = plan.layout.spatial_axes(grad.ndim)
-        return adjoint.exact_adjoint(grad, plan.adjoint_axes, plan.window_divisors, spatial_axes)
+        terms = math.prod(max(w.count, default=0) for w in plan.adjoint_axes)
+        grad = np.ascontiguousarray(grad)
+        result = adjoint.split_adjoint(grad, plan.adjoint_sum, plan.window_divisors, spatial_axes, terms)
+        if result is None:  # a scale beyond float64's range, or results too small for the split's error
+            result = adjoint.exact_adjoint(grad, plan.adjoint_axes, plan.window_divisors, spatial_axes)
+        return result
     if plan.divisors is None:
         return plan.adjoint(np.ascontiguousarray(grad))
     divisor = plan.divisors[0]
