@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import AvgPoolError
+from .errors import AvgPoolError, AvgPoolTypeError
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from . import onednn, openvino, torch
@@ -42,6 +42,7 @@ _LAZY = {
 __all__ = [
     "AveragePool",
     "AvgPoolError",
+    "AvgPoolTypeError",
     "average_pool",
     "block_mean",
     "cache_location",

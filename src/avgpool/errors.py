@@ -14,6 +14,15 @@ class AvgPoolError(ValueError):
     """
 
 
+class AvgPoolTypeError(AvgPoolError, TypeError):
+    """An argument of the wrong Python type where the library avgpool follows raises a TypeError
+    (``avgpool.torch``: a float ``kernel_size``, a str ``ceil_mode``, a list as ``input``).
+
+    Both an AvgPoolError (one exception to catch for any invalid input) and a TypeError (what code
+    written for torch catches), so a drop-in call keeps either handler working.
+    """
+
+
 def labelled(label: str, err: Exception | str) -> AvgPoolError:
     """``err`` as an AvgPoolError whose message starts with the operator's ``label``, once: the
     one place where the label is prefixed (:func:`error_context`, and the memo paths that catch
@@ -23,7 +32,8 @@ def labelled(label: str, err: Exception | str) -> AvgPoolError:
     AvgPoolError('AveragePool-22: `x` has 3 dimensions: it must have at least 3')
     """
     message = str(err)
-    return AvgPoolError(message if message.startswith(label + ":") else f"{label}: {message}")
+    kind = type(err) if isinstance(err, AvgPoolError) else AvgPoolError  # an AvgPoolTypeError stays one
+    return kind(message if message.startswith(label + ":") else f"{label}: {message}")
 
 
 @contextlib.contextmanager

@@ -89,17 +89,25 @@ def _size_text(size: float) -> str:
 OUTPUT_TO_INPUT_BYTES = 4
 
 
-def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tuple[int, ...]) -> None:
+def check_output_fits(
+    out_shape: tuple[int, ...],
+    dtype: np.dtype,
+    in_shape: tuple[int, ...],
+    *,
+    table_bytes: int = 24,
+    check: str = "`kernel_shape` and the pads",
+) -> None:
     """Refuse, before any table is built, an output that with its window tables (a few int64s per
     output along each axis) takes more bytes than this process may use (:func:`_memory_limit`) and than
     :data:`OUTPUT_TO_INPUT_BYTES` times the input: kernel sizes and pads in the billions, whose
     tables took tens of GB and minutes to build before failing (a Dask graph of such an output
     never finished building). An input beyond memory (memory-mapped, or a Dask array) may have an
-    output beyond memory too."""
+    output beyond memory too. ``table_bytes``: the tables' bytes per output along each axis
+    (adaptive windows are Python tuples first, about 200); ``check``: what the message says to check."""
     itemsize = np.dtype(dtype).itemsize
     out_bytes = math.prod(out_shape) * itemsize
     # the window tables: at most three int64s per output along each axis (none for an empty output)
-    needed = out_bytes + 24 * sum(out_shape) if out_bytes else 0
+    needed = out_bytes + table_bytes * sum(out_shape) if out_bytes else 0
     memory = _memory_limit() or 0
     limit = max(memory, OUTPUT_TO_INPUT_BYTES * math.prod(in_shape) * itemsize)
     if not out_bytes and math.prod(n for n in out_shape if n) * itemsize > np.iinfo(np.intp).max:
@@ -107,12 +115,12 @@ def check_output_fits(out_shape: tuple[int, ...], dtype: np.dtype, in_shape: tup
         raise AvgPoolError(
             f"the attributes give an empty output of shape {'x'.join(map(str, out_shape))}, which numpy cannot make "
             f"(its other lengths hold more than {np.iinfo(np.intp).max} bytes of {dtype_name(dtype)}): "
-            f"check `kernel_shape` and the pads"
+            f"check {check}"
         )
     if limit and needed > limit:
         raise AvgPoolError(
             f"the attributes give an output of shape {'x'.join(map(str, out_shape))} ({_size_text(out_bytes)} of "
             f"{dtype_name(dtype)} and {_size_text(needed - out_bytes)} of window tables), more than the memory "
             f"this process may use ({_size_text(memory)}) and {OUTPUT_TO_INPUT_BYTES} times the input: an output "
-            f"must fit in memory, and only pads far beyond the input give more (check `kernel_shape` and the pads)"
+            f"must fit in memory, and only pads far beyond the input give more (check {check})"
         )

@@ -92,16 +92,36 @@ def _from_dlpack(x: Any, name: str) -> tuple[np.ndarray, Callable[[np.ndarray], 
     try:
         array = np.from_dlpack(x)
     except Exception as err:  # noqa: BLE001 - any conversion failure is a bad input
-        raise AvgPoolError(f"{name} ({type(x).__name__}) cannot be read through DLPack: {err}") from None
+        array = _through_array_protocol(x)
+        if array is None:
+            raise AvgPoolError(f"{name} ({type(x).__name__}) cannot be read through DLPack: {err}") from None
     namespace = getattr(x, "__array_namespace__", None)
     if namespace is None:
         return array, lambda result: result
     xp = namespace()
 
     def back(result: Any) -> Any:
-        return xp.from_dlpack(result) if isinstance(result, np.ndarray) else result
+        if not isinstance(result, np.ndarray):
+            return result
+        if is_bfloat16(result.dtype):  # numpy's DLPack has no bfloat16: the namespace's asarray copies it
+            return xp.asarray(result)
+        # numpy exports no read-only array through DLPack (it cannot say so to an old consumer)
+        return xp.from_dlpack(result if result.flags.writeable else result.copy())
 
     return array, back
+
+
+def _through_array_protocol(x: Any) -> np.ndarray | None:
+    """A DLPack array of a dtype numpy's DLPack does not read (bfloat16: a jax Array) through
+    ``__array__``, which jax answers with its own memory (read-only, no copy); None if that
+    does not give a bfloat16 array either (tests/test_tensors.py test_jax_arrays)."""
+    if not hasattr(type(x), "__array__"):
+        return None
+    try:
+        array = np.asarray(x)
+    except Exception:  # noqa: BLE001 - the DLPack error is the one reported
+        return None
+    return array if is_bfloat16(array.dtype) else None
 
 
 #: The axes of a 4-D or 5-D array with its channel axis moved last, and back.

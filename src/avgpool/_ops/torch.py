@@ -29,18 +29,21 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import operator
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .._core import adaptive, engine
-from .._core.outputs import dtype_name
+from .._core import adaptive, adjoint, engine
+from .._core.outputs import check_output_fits, dtype_name
 from .._core.pools import PreparedPool
 from .._core.spec import Divisor, Layout, PadMode, PoolSpec, Rounding
-from ..errors import AvgPoolError, labelled
+from ..errors import AvgPoolError, AvgPoolTypeError, labelled
 from . import _tensors
+from ._args import MAX_ATTRIBUTE_VALUE
 from ._dtypes import FloatDtypes
 from .block_mean import round_to
 
@@ -135,21 +138,52 @@ def adaptive_avg_pool3d(input: Any, output_size: Any) -> Any:
 # ------------------------------------------------------------------------------ the arguments
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+def _as_int(value: Any) -> int | None:
+    """``value`` as torch reads an int argument, or None: a Python or numpy int, or any object
+    with ``__index__`` (a one-element integer tensor, as torch takes it), never a bool (nor a
+    bool tensor) or a float."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)) or "bool" in str(getattr(value, "dtype", "")):
+        return None
+    if isinstance(value, (numbers.Integral, np.integer)):
+        return int(value)
+    if getattr(type(value), "__index__", None) is None:
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:  # a float tensor or a many-element array: not an int
+        return None
+
+
+def _in_range(name: str, values: tuple[Any, ...], shown: Any) -> None:
+    if any(v is not None and abs(v) > MAX_ATTRIBUTE_VALUE for v in values):
+        raise AvgPoolError(f"`{name}` is {shown!r}: every value must be at most {MAX_ATTRIBUTE_VALUE} in size")
 
 
 def _sizes(name: str, value: Any, n: int, *, exact: bool = False, none: bool = False) -> tuple[Any, ...]:
     """An int or a sequence of 1 (unless ``exact``) or ``n`` ints (``None`` entries where
-    ``none``), as torch reads ``kernel_size``, ``stride``, ``padding`` and ``output_size``."""
-    if _is_int(value) or (none and value is None):
-        return (None if value is None else int(value),) * n
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or not hasattr(value, "__iter__"):
-        raise AvgPoolError(f"`{name}` must be an int or a tuple of ints, got {value!r}")
-    items = tuple(value)
-    if not all(_is_int(v) or (none and v is None) for v in items):
-        raise AvgPoolError(f"`{name}` must be an int or a tuple of ints, got {value!r}")
-    items = tuple(None if v is None else int(v) for v in items)
+    ``none``), as torch reads ``kernel_size``, ``stride``, ``padding`` and ``output_size``.
+
+    A value of the wrong Python type (a str, float, bool, None, dict or set; a float among the
+    entries) is an AvgPoolTypeError, as torch's is a TypeError (tests/test_torch.py
+    BAD_TYPES); a wrong count or a value beyond MAX_ATTRIBUTE_VALUE an AvgPoolError."""
+    single = _as_int(value)
+    if single is not None:
+        _in_range(name, (single,), value)
+        return (single,) * n
+    text = f"an int or a tuple of {'ints or None' if none else 'ints'}"
+    sequence = isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+    if not sequence and getattr(value, "ndim", None) != 1:  # a 1-D numpy array or tensor of ints is read too
+        raise AvgPoolTypeError(f"`{name}` must be {text}, got {value!r} ({type(value).__name__})")
+    items = tuple(None if none and v is None else _as_int(v) for v in value)
+    for v, item in zip(value, items):
+        if item is None and not (none and v is None):
+            raise AvgPoolTypeError(
+                f"`{name}` must be {text}, got {value!r} "
+                f"(a {type(value).__name__} with an entry of type {type(v).__name__})"
+            )
+    _in_range(name, items, value)
     if len(items) == n or (len(items) == 1 and not exact):
         return items * (n // len(items))
     counts = "one int" if n == 1 else f"a single int or a tuple of {n} ints"
@@ -157,9 +191,24 @@ def _sizes(name: str, value: Any, n: int, *, exact: bool = False, none: bool = F
 
 
 def _flag(name: str, value: Any) -> bool:
+    """A bool argument: a Python or numpy bool (torch takes Python bools only); anything else, 0
+    and 1 too, is an AvgPoolTypeError, as torch's is a TypeError."""
     if not isinstance(value, (bool, np.bool_)):
-        raise AvgPoolError(f"`{name}` must be a bool, got {value!r}")
+        raise AvgPoolTypeError(f"`{name}` must be a bool, got {value!r} ({type(value).__name__})")
     return bool(value)
+
+
+def _divisor(value: Any) -> int | None:
+    """``divisor_override``: None or a non-zero int (negative allowed, as torch allows it)."""
+    if value is None:
+        return None
+    divisor = _as_int(value)
+    if divisor is None:
+        raise AvgPoolTypeError(f"`divisor_override` must be an int or None, got {value!r} ({type(value).__name__})")
+    if divisor == 0:
+        raise AvgPoolError("`divisor_override` is 0: the divisor must not be zero")
+    _in_range("divisor_override", (divisor,), value)
+    return divisor
 
 
 def _check_rank(name: str, shape: tuple[int, ...], n: int, adaptive_: bool) -> None:
@@ -184,6 +233,10 @@ def _input(x: Any, n: int) -> tuple[Any, np.ndarray, Any, bool]:
     elif _tensors.is_foreign(x):
         array, back = _tensors.as_numpy(x, grad=True)
     else:
+        if not (hasattr(x, "__array__") or hasattr(x, "__array_interface__")):  # a list, a number, None
+            raise AvgPoolTypeError(
+                f"`input` must be a torch.Tensor or an array (numpy, or with __dlpack__), got {type(x).__name__}"
+            )
         _tensors_refuse_masked(x)
         try:
             array = np.asarray(x)
@@ -242,6 +295,12 @@ class Plan:
     def adjoint(self) -> PreparedPool:
         dtype = np.float64 if self.divisors is not None else self.forward.dtype
         return adaptive.prepare_windows(self.adjoint_axes, self.forward.out_shape, np.dtype(dtype), self.layout)
+
+    @functools.cached_property
+    def adjoint_sum(self) -> PreparedPool:
+        """The adjoint's windows with divisor 1 in float64: each input position's plain sum."""
+        ones = tuple(adaptive.AxisWindows(w.length, w.first, w.count, (1.0,) * w.out) for w in self.adjoint_axes)
+        return adaptive.prepare_windows(ones, self.forward.out_shape, np.dtype(np.float64), self.layout)
 
 
 def _out_length(length: int, k: int, s: int, p: int, ceil: bool) -> int:
@@ -426,12 +485,7 @@ def _pool_call(
     pads = _sizes("padding", padding, n, exact=n == 1)
     ceil = _flag("ceil_mode", ceil_mode)
     include_pad = _flag("count_include_pad", count_include_pad)
-    if divisor_override is not None:
-        if not _is_int(divisor_override):
-            raise AvgPoolError(f"`divisor_override` must be an int or None, got {divisor_override!r}")
-        if divisor_override == 0:
-            raise AvgPoolError("`divisor_override` is 0: the divisor must not be zero")
-        divisor_override = int(divisor_override)
+    divisor_override = _divisor(divisor_override)
     batched = array[None] if unbatched else array
     pooled, layout = _layout(batched)
     plan = _pool_plan(n, pooled.shape, pooled.dtype, layout, kernel, strides, pads, ceil, include_pad, divisor_override)
@@ -460,6 +514,9 @@ def _adaptive_call(n: int, name: str, input: Any, output_size: Any) -> Any:
     outs = tuple(L if o is None else o for L, o in zip(spatial, sizes))
     if any(o < 0 for o in outs):
         raise AvgPoolError(f"`output_size` is {output_size!r}: every size must be >= 0")
+    # before any window is listed: an output_size in the billions is refused, not built (its
+    # windows are Python tuples, ~200 bytes per output along each axis); test_bad_values
+    check_output_fits(array.shape[:-n] + outs, array.dtype, array.shape, table_bytes=200, check="`output_size`")
     batched = array[None] if unbatched else array
     pooled, layout = _layout(batched)
     plan = _adaptive_plan(n, pooled.shape, pooled.dtype, layout, outs)
@@ -491,12 +548,21 @@ def _as_pooled(plan: Plan, array: np.ndarray, unbatched: bool) -> np.ndarray:
 def _adjoint(plan: Plan, grad: np.ndarray) -> np.ndarray:
     """The exact adjoint of the forward pool on ``grad`` (shaped as the forward's output, as the
     pools see it): each input position receives the sum of ``grad / divisor`` over the windows
-    that hold it. With one divisor for every window, the adjoint pool sums ``grad`` and divides
-    once (float64 sums, one rounding); otherwise ``grad`` is divided by each window's divisor in
-    float64 first (exact integer divisors, one rounding each) and those quotients are summed in
-    float64 and rounded once to the dtype."""
+    that hold it. float64 gradients go by :mod:`.._core.adjoint` (double-double sums: float64
+    sums of float64 terms lose ulps where they cancel). Other dtypes: with one divisor for every
+    window, the adjoint pool sums ``grad`` and divides once (float64 sums, one rounding);
+    otherwise ``grad`` is divided by each window's divisor in float64 first and those quotients
+    are summed in float64 and rounded once to the dtype."""
     if plan.gathers is not None:  # each input position in at most one window: a gather
         return _gathered(plan, grad)
+    if plan.forward.dtype == np.float64:  # float64 sums in the kernels lose ulps where terms cancel
+        spatial_axes = plan.layout.spatial_axes(grad.ndim)
+        terms = math.prod(max(w.count, default=0) for w in plan.adjoint_axes)
+        grad = np.ascontiguousarray(grad)
+        result = adjoint.split_adjoint(grad, plan.adjoint_sum, plan.window_divisors, spatial_axes, terms)
+        if result is None:  # a scale beyond float64's range, or results too small for the split's error
+            result = adjoint.exact_adjoint(grad, plan.adjoint_axes, plan.window_divisors, spatial_axes)
+        return result
     if plan.divisors is None:
         return plan.adjoint(np.ascontiguousarray(grad))
     divisor = plan.divisors[0]
