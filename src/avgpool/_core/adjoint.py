@@ -54,6 +54,20 @@ def _quotients(grad: np.ndarray, divisor: np.ndarray) -> tuple[np.ndarray, np.nd
     return q, np.where(np.isfinite(rest) & np.isfinite(q), rest, 0.0)
 
 
+def _window_divisors(
+    grad: np.ndarray, window_divisors: tuple[np.ndarray, ...], spatial_axes: tuple[int, ...]
+) -> np.ndarray:
+    """Each output's divisor (the product of its window's factors per axis), shaped to divide
+    ``grad``."""
+    divisor = np.ones((), np.float64)
+    for factors in window_divisors:
+        divisor = np.multiply.outer(divisor, np.asarray(factors, np.float64))
+    shape = [1] * grad.ndim
+    for axis, length in zip(spatial_axes, divisor.shape):
+        shape[axis] = length
+    return divisor.reshape(shape)
+
+
 def exact_adjoint(
     grad: np.ndarray,
     adjoint_axes: tuple[AxisWindows, ...],
@@ -64,13 +78,8 @@ def exact_adjoint(
     ``adjoint_axes`` are each input position's windows per axis (:func:`.adaptive.adjoint_axis`:
     first window and count), ``window_divisors`` each window's divisor factor per axis (a
     window's divisor is their product). Returns an array of the input's shape, C-contiguous."""
-    divisor = np.ones((), np.float64)
-    for factors in window_divisors:
-        divisor = np.multiply.outer(divisor, np.asarray(factors, np.float64))
-    shape = [1] * grad.ndim
-    for axis, length in zip(spatial_axes, divisor.shape):
-        shape[axis] = length
-    q, rest = _quotients(grad, divisor.reshape(shape))
+    divisor = _window_divisors(grad, window_divisors, spatial_axes)
+    q, rest = _quotients(grad, divisor)
     in_shape = list(grad.shape)
     for axis, windows in zip(spatial_axes, adjoint_axes):
         in_shape[axis] = windows.out  # the adjoint's outputs are the input's positions
@@ -135,13 +144,8 @@ def split_adjoint(
     error, all four added as a double-double and rounded once. None where that error could
     reach 2**-20 ulp of a result, or a scale leaves float64's range: then :func:`exact_adjoint`.
     ``terms``: the most windows holding one position."""
-    divisor = np.ones((), np.float64)
-    for factors in window_divisors:
-        divisor = np.multiply.outer(divisor, np.asarray(factors, np.float64))
-    shape = [1] * grad.ndim
-    for axis, length in zip(spatial_axes, divisor.shape):
-        shape[axis] = length
-    q, rest = _quotients(grad, divisor.reshape(shape))
+    divisor = _window_divisors(grad, window_divisors, spatial_axes)
+    q, rest = _quotients(grad, divisor)
     finite = np.isfinite(q)
     every_finite = bool(finite.all())
     if not every_finite:
@@ -167,6 +171,6 @@ def split_adjoint(
     if np.any(tiny & (result != 0)) or (bound > 0 and np.any((result == 0) & (s3 != 0))):
         return None
     if not every_finite:
-        plain = pool_sum(np.ascontiguousarray(grad / divisor.reshape(shape)))
+        plain = pool_sum(np.ascontiguousarray(grad / divisor))
         result = np.where(np.isfinite(plain), result, plain)
     return result
