@@ -33,6 +33,11 @@ OTHER_FAMILIES = {
     ),
     # the ring of dequantized rows is the other channels-last kernel (pool_nxc_kernel)
     "qlinear-uint8-nxc": ("pool_nxc_pool_nxc_True", "pool_ncx", "pool_passes", "sums"),
+    "qlinear-threads": ("pool_passes", "sums"),
+    # the helpers' loop and the job board's functions serve every job: compiled once, by the first
+    # threaded kind; a further one compiles its kernel, the copy of its arguments and its piece
+    # function (kernels/crew.py)
+    "qlinear-int8-threads": ("serve", "lead", "_run_piece", "_claim", "_keep_apart", "_step_off"),
 }
 #: The most kernels each kind may compile (one per function and signature). The single entry that
 #: dispatched to every family compiled 79 for float64 and 108 for float32; float32-exact compiled
@@ -44,6 +49,8 @@ MOST = {
     "float16": 20,
     "float32-exact": 24,
     "qlinear-uint8-nxc": 2,
+    "qlinear-threads": 8,
+    "qlinear-int8-threads": 3,
 }
 
 

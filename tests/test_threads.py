@@ -95,13 +95,13 @@ def test_a_helper_steps_off_a_cpu_and_keeps_its_cpu_set():
     def helper():
         for _ in range(3):  # the system may move it back before getcpu() is read, if rarely
             here = getcpu()
-            crew_board._step_off(here, np.zeros(16, np.uint64))
+            crew_board._step_off(here, np.zeros(crew_board.SCRATCH_WORDS, np.uint64))
             seen["moved"] = (here, getcpu())
             seen["cpu set"] = os.sched_getaffinity(0)
             if seen["moved"][0] != seen["moved"][1]:
                 break
         os.sched_setaffinity(0, {here})
-        crew_board._step_off(here, np.zeros(16, np.uint64))
+        crew_board._step_off(here, np.zeros(crew_board.SCRATCH_WORDS, np.uint64))
         seen["pinned"] = (here, getcpu())
         seen["pinned set"] = os.sched_getaffinity(0)
 

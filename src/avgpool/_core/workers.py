@@ -25,9 +25,9 @@ a call when the machine was in its fast phase. The caller does not yield to a he
 woken: the first call after a pause then waited for the helper's way back through Python
 (1x1024x7x7 3x3 p1 after 30 ms pauses: 350-390 us against 195-200 without that yield).
 
-A helper serves one prepared pool at a time (the kernel and its tables are arguments of its
-wait loop) and goes back to Python only to switch to another. One caller at a time uses the
-helpers; a second caller meanwhile runs its kernel on its own thread.
+A helper takes pieces of any job (the job's arguments are on the board, read back by a piece
+function compiled for their types) and goes back to Python only to sleep. One caller at a time
+uses the helpers; a second caller meanwhile runs its kernel on its own thread.
 The caller only ever waits for pieces a helper has claimed, offering its CPU to the OS while it
 does (the helper may be waiting for that very CPU).
 """
@@ -107,9 +107,13 @@ def pieces_for(items: int, work: int, parallel_from: int, many_pieces_from: int)
     return max(1, min(items, threads * per_thread))
 
 
-def _like(array: np.ndarray) -> np.ndarray:
-    """An array of the same shape and dtype that holds no memory (what a helper needs to know)."""
-    return np.lib.stride_tricks.as_strided(np.zeros(1, array.dtype), array.shape, (0,) * array.ndim)
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """``array``, or a read-only view of it: the type the kernels and lead are compiled for."""
+    if not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 class _Crew:
@@ -122,13 +126,17 @@ class _Crew:
         self.max_pieces = crew.MAX_PIECES
         self.board = np.zeros(crew.BOARD_WORDS, np.int64)
         self.board[[crew.CPU, crew.HELPER]] = -1  # no CPU known yet
+        self.job = np.zeros(crew.JOB_BYTES, np.uint8)  # the posted job's arguments (crew.stash)
+        self.job_address = self.job.ctypes.data
+        # lead's compiled entry point, called without numba's dispatcher (one signature for every job)
+        self.lead = crew.compiled(crew.lead, crew.LEAD_SIGNATURE).entry_point
         self.lock = threading.Lock()  # held by the one caller using the board
-        self.pools: dict[int, tuple] = {}  # pool id -> (kernel address, x_like, out_like, args)
-        # pool id -> lead's compiled entry point for that pool's argument types, called without
+        self.pools: dict[int, tuple] = {}  # pool id -> (kernel address, piece function address, args)
+        # pool id -> stash's compiled entry point for that pool's argument types, called without
         # numba's dispatcher (which types all ~20 arguments on every call)
-        self.leads: dict[int, Any] = {}
+        self.stashes: dict[int, Any] = {}
         self.ids: dict[tuple, int] = {}  # (kernel, id(args), shapes, dtypes) -> pool id
-        # the last job's (kernel, args, dtypes, shapes, pool id, address, lead's entry point): a
+        # the last job's (kernel, args, dtypes, shapes, pool id, addresses, stash's entry point): a
         # prepared pool called over and over finds its pool without hashing a key (~0.4 us a call)
         self.recent: tuple | None = None
         self.held = 0  # bytes of the arrays in the registered pools' arguments
@@ -143,39 +151,39 @@ class _Crew:
         """How many idle reads of the board make ``SPIN_SECONDS``."""
         board = np.zeros(self.compiled.BOARD_WORDS, np.int64)
         board[self.compiled.CPU] = -1  # no caller to keep apart from
-        probe = np.zeros(1, np.int64)
-        self.compiled.serve(0, board, 0, probe, probe, 1)
+        scratch = np.zeros(self.compiled.SCRATCH_WORDS, np.uint64)
+        self.compiled.serve(board, 1, scratch)
         start = time.perf_counter()
-        self.compiled.serve(0, board, 0, probe, probe, 20000)
+        self.compiled.serve(board, 20000, scratch)
         per_round = max(1e-9, (time.perf_counter() - start) / 20000)
         return max(1, int(SPIN_SECONDS / per_round))
 
-    def pool(self, kernel: Any, x: np.ndarray, out: np.ndarray, args: tuple) -> tuple[int, int]:
-        """(pool id, kernel address) of a job: registered once per kernel, shapes and ``args``."""
+    def pool(self, kernel: Any, x: np.ndarray, out: np.ndarray, args: tuple) -> tuple[int, int, int]:
+        """(pool id, kernel address, piece function address) of a job: registered once per
+        kernel, shapes and ``args``."""
         key = (kernel, id(args), x.shape, x.dtype, out.shape, out.dtype)
         pool = self.ids.get(key)
         entry = self.pools.get(pool) if pool is not None else None
-        if entry is not None and entry[3] is args:  # the same tuple, not a new one at a reused id
-            return pool, entry[0]
+        if entry is not None and entry[2] is args:  # the same tuple, not a new one at a reused id
+            return pool, entry[0], entry[1]
         size = held_bytes(args)  # the tables, through the kernels' named tuples
         self.max_held = tuning.current().helper_pool_bytes  # read as a pool is registered, not per call
         if len(self.pools) >= _MAX_POOLS or self.held + size > self.max_held:
             self.forget()
         pool, address = next(self.next_id), self.compiled.native_address(kernel, x, out, args)
-        x_like, out_like = _like(x), _like(out)
-        # compile (or load) the helpers' wait loop for these types here, with 0 reads: compiling
-        # in a helper thread while a short script's interpreter shuts down aborts inside LLVM
-        self.compiled.serve(address, self.board, pool, x_like, out_like, 0, *args)
-        self.pools[pool] = (address, x_like, out_like, args)
+        # compiled (or loaded) here, by the caller: compiling in a helper thread while a short
+        # script's interpreter shuts down aborts inside LLVM
+        piece = self.compiled.piece_address(_read_only(x), out, args)
+        self.pools[pool] = (address, piece, args)
         self.ids[key] = pool
         self.held += size
-        return pool, address
+        return pool, address, piece
 
     def forget(self) -> None:
         """Forget every registered pool (helpers serving one go back to sleep after their spin)."""
         self.pools.clear()
         self.ids.clear()
-        self.leads.clear()
+        self.stashes.clear()
         self.recent = None
         self.held = 0
 
@@ -202,64 +210,55 @@ class _Crew:
                 and recent[4] == x.shape
                 and recent[5] == out.shape
             ):
-                pool, address, lead = recent[6], recent[7], recent[8]  # the job before's pool: no key to hash
+                # the job before's pool: no key to hash
+                pool, address, piece, stash = recent[6], recent[7], recent[8], recent[9]
             else:
-                pool, address = self.pool(kernel, x, out, args)
-                lead = self.leads.get(pool)
-                if lead is not None:
-                    self.recent = (kernel, args, x.dtype, out.dtype, x.shape, out.shape, pool, address, lead)
+                pool, address, piece = self.pool(kernel, x, out, args)
+                stash = self.stashes.get(pool)
+                if stash is not None:
+                    self.recent = (kernel, args, x.dtype, out.dtype, x.shape, out.shape, pool, address, piece, stash)
             if self.sleeping:
                 with self.cond:
                     self.cond.notify_all()
             if pieces > self.max_pieces:
                 pieces = self.max_pieces
-            if lead is not None and x.flags.c_contiguous and out.flags.c_contiguous:
-                # the entry point lead was compiled to for this pool's types (x read-only: the
-                # same machine code for a writable x); it returns a bool
-                return lead(address, self.board, pool, x, out, items, pieces, args)
-            if x.flags.writeable:
-                # the kernels only read x: typed read-only always, the compiled wait loop and the
-                # kernel's address are the same for a writable input and a read-only one (a memory
-                # map, avgpool pool's input), and one compiled kernel serves both
-                x = x.view()
-                x.flags.writeable = False
-            done = bool(self.compiled.lead(address, self.board, pool, x, out, items, pieces, *args))
-            self._remember_lead(pool, address, x, out, items, pieces, args)
-            return done
+            if stash is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+                # the entry point stash was compiled to for this pool's types (x read-only: the
+                # same machine code for a writable x)
+                stash(self.job, x, out, args)
+            else:
+                # the kernels only read x: typed read-only always, stash and the kernel's address
+                # are the same for a writable input and a read-only one (a memory map, avgpool
+                # pool's input), and one compiled kernel serves both
+                x = _read_only(x)
+                self.compiled.stash(self.job, x, out, *args)
+                self._remember_stash(pool, (self.job, x, out, args))
+            return self.lead(self.board, self.job_address, piece, address, items, pieces)
         finally:
             if self.held > self.max_held:  # a pool too large to keep: its job is finished
                 self.forget()
             self.lock.release()
 
-    def _remember_lead(
-        self, pool: int, address: int, x: np.ndarray, out: np.ndarray, items: int, pieces: int, args: tuple
-    ) -> None:
-        """Keep the entry point of the overload of lead that the dispatcher has just used for
-        ``pool`` (its key: the types of the arguments, the star arguments as one tuple)."""
+    def _remember_stash(self, pool: int, arguments: tuple) -> None:
+        """Keep the entry point of the overload of stash that the dispatcher has just used for
+        ``pool``, called with ``arguments`` (its key: their types, the star arguments as one tuple)."""
         from numba import typeof
 
+        x, out = arguments[1], arguments[2]
         if pool in self.pools and x.flags.c_contiguous and out.flags.c_contiguous:
-            key = tuple(typeof(v) for v in (address, self.board, pool, x, out, items, pieces, args))
-            overload = self.compiled.lead.overloads.get(key)
+            key = tuple(typeof(v) for v in arguments)
+            overload = self.compiled.stash.overloads.get(key)
             if overload is not None:
-                self.leads[pool] = overload.entry_point
+                self.stashes[pool] = overload.entry_point
 
     def _serve(self) -> None:
-        pool = 0
+        scratch = np.zeros(self.compiled.SCRATCH_WORDS, np.uint64)  # this helper's CPU sets
         while True:
-            entry = self.pools.get(pool)
-            if entry is not None:
-                address, x_like, out_like, args = entry
-                result = self.compiled.serve(address, self.board, pool, x_like, out_like, self.spin_rounds, *args)
-                if result:
-                    pool = result
-                    continue
-            entry = args = None  # asleep, a helper keeps no pool's tables alive
+            self.compiled.serve(self.board, self.spin_rounds, scratch)
             with self.cond:
                 self.sleeping += 1
                 self.cond.wait()
                 self.sleeping -= 1
-            pool = int(self.board[self.compiled.POOL])
 
 
 _CREW: list[_Crew] = []
@@ -338,10 +337,7 @@ def run_pieces(kernel: Any, x: Any, out: Any, items: int, pieces: int, args: tup
                 return
         except Exception:  # noqa: BLE001 - the sharing machinery failed for this kernel: run it here
             pass
-    if x.flags.writeable:
-        # the kernels only read x and are compiled for a read-only x (as the crew calls them):
-        # through the dispatcher a writable one would compile a new signature, seconds for a
-        # thread whose helpers another thread is using (tests/test_threads.py)
-        x = x.view()
-        x.flags.writeable = False
-    kernel(x, out, 0, items, *args)
+    # the kernels only read x and are compiled for a read-only x (as the crew calls them):
+    # through the dispatcher a writable one would compile a new signature, seconds for a
+    # thread whose helpers another thread is using (tests/test_threads.py)
+    kernel(_read_only(x), out, 0, items, *args)

@@ -1,40 +1,55 @@
 """Compiled side of avgpool's work sharing: a job board in shared memory, claimed with atomics.
 
-The caller's :func:`lead` posts a job (``kernel``, the input and output addresses, ``items`` cut
-into ``pieces``) and takes pieces itself until none is left; helper threads in :func:`serve`
-watch the board, spinning (no GIL held) for a while after each job, and take pieces too. Neither
-side returns to Python between pieces, so a helper that is spinning joins a job within about a
+The caller's :func:`lead` posts a job (the kernel's address, its arguments, ``items`` cut into
+``pieces``) and takes pieces itself until none is left; helper threads in :func:`serve` watch
+the board, spinning (no GIL held) for a while after each job, and take pieces too. Neither side
+returns to Python between pieces, so a helper that is spinning joins a job within about a
 microsecond, where waking a sleeping thread (and taking the GIL) costs tens of microseconds.
+
+Only :func:`lead`'s copy of the arguments and the job's piece function (:func:`piece_address`)
+are compiled per kernel argument types; the rest (the helpers' loop, claiming, keeping apart) is
+compiled once for every job: a first threaded call compiles about a second less
+(benchmarks/compile_times.py).
 
 Board words (int64):
     CLAIM   job number << 20 | next unclaimed piece (one compare-and-swap claims a piece of that
             job, so a helper can never take a piece of a job whose fields it did not read)
-    PIECES, ITEMS, POOL, X, OUT   the job: piece count, items, pool id, input and output address
+    PIECES, ITEMS   the job's piece count and items
+    PIECE, JOB, KERNEL   the addresses of its piece function, of its arguments (the bytes
+            :func:`lead` was given) and of its kernel
     DONE    pieces finished (the caller waits for DONE == PIECES: only pieces already claimed by
             a running helper are ever waited for, never a helper that has not started)
     FAILED  set when a piece raised; the caller then reruns the whole job on its own thread
     CPU     the CPU the caller posted the job from (-1: unknown)
     HELPER  the CPU a helper last ran on (-1: unknown)
 
-A job's fields are written before its CLAIM word and only after every piece of the previous job
-is finished, so a helper that read CLAIM = (job, i < pieces), then the fields, and then claimed
-piece i with a compare-and-swap on that same word, read that job's fields.
+A job is posted only after every piece of the previous job is finished: its CLAIM word is first
+set to the new job number with every piece taken, then its fields and arguments are written,
+then CLAIM opens the job (piece 0). So a helper that read CLAIM = (job, i < pieces) and then
+claimed piece i with a compare-and-swap on that same word reads that job's fields and
+arguments, and a helper that read the previous job's CLAIM cannot claim with it once this job's
+PIECES is written (tests/test_threads.py). The caller
+holds the arguments' arrays until its job is finished: the copy takes no reference.
 """
 
 from __future__ import annotations
 
+import hashlib
 import platform
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .jit import INLINED, JIT, compiled, flat_signature, kernel
+from .jit import COMPUTE, INLINED, compiled, flat_signature, kernel
 
-CLAIM, PIECES, ITEMS, POOL, X, OUT, DONE, FAILED, CPU, HELPER = range(10)
+CLAIM, PIECES, ITEMS, PIECE, JOB, KERNEL, DONE, FAILED, CPU, HELPER = range(10)
 BOARD_WORDS = 16  # the board spans its own cache lines
+#: Bytes for a job's arguments as numba holds them (a 2-D array is 7 words; the float passes'
+#: tables, the largest, take about 60)
+JOB_BYTES = 4096
 _PIECE_BITS = 20
 _PIECE_MASK = (1 << _PIECE_BITS) - 1
 MAX_PIECES = _PIECE_MASK
@@ -44,6 +59,8 @@ _POSIX = platform.system() != "Windows"
 _LINUX = platform.system() == "Linux"
 #: uint64 words of a Linux CPU set (cpu_set_t: 1024 CPUs)
 _CPU_SET_WORDS = 16
+#: Scratch words :func:`serve` takes: two CPU sets.
+SCRATCH_WORDS = 2 * _CPU_SET_WORDS
 #: Idle reads between two offers of the core to the OS scheduler.
 _READS_PER_YIELD = 64
 
@@ -176,15 +193,18 @@ _get_affinity = _affinity_call("sched_getaffinity")
 _set_affinity = _affinity_call("sched_setaffinity")
 
 
-@kernel(**JIT)
-def _step_off(cpu, mask):
+@kernel(**COMPUTE)
+def _step_off(cpu, scratch):
     """Move this thread off ``cpu``, the CPU it runs on, if it may run elsewhere, free to run
-    anywhere it could before (its CPU set is restored at once: a nudge, not a pin). ``mask``:
-    a CPU set's worth of scratch. Linux wakes a thread on its waker's CPU: a helper woken for a
+    anywhere it could before (its CPU set is restored at once: a nudge, not a pin). ``scratch``:
+    two CPU sets' worth of words. Linux wakes a thread on its waker's CPU: a helper woken for a
     job, or woken by the caller's handing back the GIL, then spins beside the caller on one CPU
     while another stays idle, for whole batches of calls (threads.py has the timings). A CPU set
     given to the thread from outside meanwhile (``os.sched_setaffinity`` on its id) is kept: the
     set is restored only if it is still the one written here."""
+    if scratch.size < SCRATCH_WORDS:  # the system writes whole CPU sets into both halves
+        return
+    mask, now = scratch[:_CPU_SET_WORDS], scratch[_CPU_SET_WORDS:SCRATCH_WORDS]
     if _get_affinity(mask) != 0:
         return
     word, bit = cpu // 64, np.uint64(1) << np.uint64(cpu % 64)
@@ -192,11 +212,10 @@ def _step_off(cpu, mask):
         return
     mask[word] &= ~bit
     elsewhere = False
-    for w in mask:
-        elsewhere = elsewhere or w != 0
+    for i in range(mask.size):
+        elsewhere = elsewhere or mask[i] != 0
     if not elsewhere or _set_affinity(mask) != 0:  # the system moves this thread before it returns
         return
-    now = np.empty_like(mask)
     if _get_affinity(now) != 0:
         return
     for i in range(mask.size):
@@ -206,7 +225,7 @@ def _step_off(cpu, mask):
     _set_affinity(mask)
 
 
-@kernel(**JIT)
+@kernel(**COMPUTE)
 def _keep_apart(board, cpu_set):
     """A helper's check, between reads and before a piece: step off the caller's CPU if it runs
     there (``cpu_set``: scratch), and note where it runs (the caller yields its CPU to a helper
@@ -227,16 +246,6 @@ def _idle(rounds):
 
 
 @intrinsic
-def _pointer_like(typingctx, address, like):
-    """The integer ``address`` as a pointer to elements of array type ``like``."""
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-
-    return types.CPointer(like.dtype)(address, like), codegen
-
-
-@intrinsic
 def call_native(typingctx, address, x, out, lo, hi, args):
     """Call the compiled kernel at ``address`` as ``kernel(x, out, lo, hi, *args)``: True unless
     it raised. The kernel is reached through its address, not linked in: linking a kernel into
@@ -253,19 +262,60 @@ def call_native(typingctx, address, x, out, lo, hi, args):
     return types.boolean(address, x, out, lo, hi, args), codegen
 
 
-@kernel(**JIT)
-def _run_piece(kernel, board, claim, x_like, out_like, args):
-    """Run the claimed piece ``claim & mask`` of the posted job with the kernel at address
-    ``kernel``; count it done (failed or not)."""
+#: What a job's piece function takes: the address of the job's arguments, the kernel's address,
+#: and the piece's first and stop item (it returns 1 if the kernel ran, 0 if it raised).
+_PIECE_ARGS = (types.int64, types.int64, types.int64, types.int64)
+
+
+@intrinsic
+def _call_piece(typingctx, function, job, kernel, lo, hi):
+    """Call the piece function at address ``function`` (:func:`piece_address`): 1 if the kernel
+    ran, 0 if it (or the piece function) raised."""
+
+    def codegen(context, builder, signature, llargs):
+        function_type = context.call_conv.get_function_type(types.int64, _PIECE_ARGS)
+        pointer = builder.inttoptr(llargs[0], function_type.as_pointer())
+        status, result = context.call_conv.call_function(builder, pointer, types.int64, _PIECE_ARGS, llargs[1:])
+        return builder.select(status.is_error, ir.Constant(ir.IntType(64), 0), result)
+
+    return types.int64(function, job, kernel, lo, hi), codegen
+
+
+def _value_bytes(numba_type) -> int:
+    from numba.core.registry import cpu_target
+
+    context = cpu_target.target_context
+    return context.get_abi_sizeof(context.get_value_type(numba_type))
+
+
+@intrinsic
+def _stash(typingctx, job, value):
+    """Write ``value`` (the job's arrays and tables, as numba holds them: pointers, shapes and
+    strides, no reference taken) into the bytes of ``job``, where :func:`piece_address`'s
+    function reads it. A job that does not fit is a typing error (the caller then runs serially)."""
+    if _value_bytes(value) > JOB_BYTES:
+        return None
+
+    def codegen(context, builder, signature, llargs):
+        data = context.make_array(signature.args[0])(context, builder, llargs[0]).data
+        builder.store(llargs[1], builder.bitcast(data, context.get_value_type(signature.args[1]).as_pointer()))
+        return context.get_dummy_value()
+
+    return types.none(job, value), codegen
+
+
+@kernel(**COMPUTE)
+def _run_piece(board, claim):
+    """Run the claimed piece ``claim & mask`` of the posted job through its piece function; count
+    it done (failed or not)."""
     piece, pieces, items = claim & _PIECE_MASK, _load(board, PIECES), _load(board, ITEMS)
-    x = carray(_pointer_like(_load(board, X), x_like), x_like.shape)
-    out = carray(_pointer_like(_load(board, OUT), out_like), out_like.shape)
-    if not call_native(kernel, x, out, items * piece // pieces, items * (piece + 1) // pieces, args):
+    lo, hi = items * piece // pieces, items * (piece + 1) // pieces
+    if _call_piece(_load(board, PIECE), _load(board, JOB), _load(board, KERNEL), lo, hi) == 0:
         _store(board, FAILED, 1)
     _add(board, DONE, 1)
 
 
-@kernel(**JIT)
+@kernel(**COMPUTE)
 def _claim(board):
     """Claim an unclaimed piece of the posted job: its CLAIM word, or -1 when none is left."""
     while True:
@@ -276,29 +326,37 @@ def _claim(board):
             return claim
 
 
-@kernel(**JIT)
-def lead(kernel, board, pool, x, out, items, pieces, *args):
-    """Post ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces`` (``kernel``: the address
-    from :func:`native_address`) and take pieces until none is left; return when all are
-    finished: True, or False if one raised."""
+@kernel(**COMPUTE)
+def lead(board, job, piece, kernel, items, pieces):
+    """Post a job: ``kernel(x, out, lo, hi, *args)`` over ``items`` in ``pieces``, its arguments
+    at address ``job`` (:func:`stash`), ``kernel`` the address from :func:`native_address` and
+    ``piece`` the one from :func:`piece_address` for its argument types; take pieces until none
+    is left, and return when all are finished: True, or False if one raised."""
+    # first the new job number with every piece taken: a helper that read the previous job's
+    # CLAIM (all its pieces taken) and then this job's PIECES cannot claim with it, because its
+    # compare-and-swap expects that previous CLAIM (a seq_cst read-modify-write: the fields below
+    # are not written before it)
+    previous = _load(board, CLAIM)
+    number = (previous >> _PIECE_BITS) + 1
+    while not _swap(board, CLAIM, previous, number << _PIECE_BITS | _PIECE_MASK):
+        previous = _load(board, CLAIM)
     board[PIECES] = pieces
     board[ITEMS] = items
-    board[POOL] = pool
-    board[X] = x.ctypes.data
-    board[OUT] = out.ctypes.data
+    board[PIECE] = piece
+    board[JOB] = job
+    board[KERNEL] = kernel
     board[DONE] = 0
     board[FAILED] = 0
     here = _this_cpu()
     board[CPU] = here
-    job = (_load(board, CLAIM) >> _PIECE_BITS) + 1
-    _store(board, CLAIM, job << _PIECE_BITS)
+    _store(board, CLAIM, number << _PIECE_BITS)  # the job is open
     if here >= 0 and _load(board, HELPER) == here:
         _yield_core()  # a helper that shares this CPU runs only when this thread lets it: it steps off
     while True:
         claim = _claim(board)
         if claim < 0:
             break
-        _run_piece(kernel, board, claim, x, out, args)
+        _run_piece(board, claim)
     rounds = 0
     while _load(board, DONE) < pieces:  # pieces a helper is still running
         _idle(rounds)
@@ -306,24 +364,24 @@ def lead(kernel, board, pool, x, out, items, pieces, *args):
     return _load(board, FAILED) == 0
 
 
-@kernel(**JIT)
-def serve(kernel, board, pool, x_like, out_like, rounds, *args):
-    """Take pieces of the jobs of pool ``pool`` (kernel at address ``kernel``, input and output
-    shaped like ``x_like`` and ``out_like``); return 0 after ``rounds`` idle reads, or the pool
-    id of a job of another pool."""
+@kernel(**COMPUTE)
+def stash(job, x, out, *args):
+    """Copy a job's arguments into the bytes ``job`` (what :func:`lead` posts): the one function
+    compiled per argument types, with the job's piece function."""
+    _stash(job, (x, out, args))
+
+
+@kernel(**COMPUTE)
+def serve(board, rounds, cpu_set):
+    """Take pieces of the jobs posted on ``board``, whatever their kernel; return after
+    ``rounds`` idle reads. ``cpu_set``: :data:`SCRATCH_WORDS` words of scratch."""
     idle = 0
-    cpu_set = np.zeros(_CPU_SET_WORDS, np.uint64)
     while idle < rounds:
         claim = _load(board, CLAIM)
         if (claim & _PIECE_MASK) < _load(board, PIECES):
-            other = _load(board, POOL)
-            if _load(board, CLAIM) != claim:  # what was read may belong to another job
-                continue
-            if other != pool:
-                return other
             if _swap(board, CLAIM, claim, claim + 1):
                 _keep_apart(board, cpu_set)
-                _run_piece(kernel, board, claim, x_like, out_like, args)
+                _run_piece(board, claim)
                 idle = 0
             continue
         if idle % _READS_PER_YIELD == 0:
@@ -333,23 +391,67 @@ def serve(kernel, board, pool, x_like, out_like, rounds, *args):
     return 0
 
 
-def native_address(kernel, x, out, args) -> int:
-    """The address of ``kernel`` compiled (or loaded from the cache) for C-contiguous arrays like
-    ``x`` and ``out``, int64 bounds and ``args``: what :func:`lead` and :func:`serve` call."""
+def _piece_kernel(job_type, key: str):
+    """The piece function of jobs of ``job_type`` (the tuple ``(x, out, args)``): it reads the
+    job's arguments back from their address and calls the kernel at its address."""
+
+    @intrinsic
+    def fetch(typingctx, job):
+        def codegen(context, builder, signature, llargs):
+            return builder.load(builder.inttoptr(llargs[0], context.get_value_type(job_type).as_pointer()))
+
+        return job_type(job), codegen
+
+    @kernel(key=("piece", key), **COMPUTE)
+    def piece(job, kernel, lo, hi):
+        x, out, args = fetch(job)
+        return 1 if call_native(kernel, x, out, lo, hi, args) else 0
+
+    return piece
+
+
+def _signature(x, out, args) -> tuple:
     from numba import typeof
 
     if x.ndim == 1 and out.ndim == 1:
-        signature = flat_signature(x.dtype, out.dtype, args)
-    else:
-        signature = (
-            types.Array(typeof(x).dtype, x.ndim, "C"),
-            types.Array(typeof(out).dtype, out.ndim, "C"),
-            types.int64,
-            types.int64,
-            *(typeof(a) for a in args),
-        )
-    result = compiled(kernel, signature)
+        return flat_signature(x.dtype, out.dtype, args)
+    return (
+        types.Array(typeof(x).dtype, x.ndim, "C"),
+        types.Array(typeof(out).dtype, out.ndim, "C"),
+        types.int64,
+        types.int64,
+        *(typeof(a) for a in args),
+    )
+
+
+def _address(result) -> int:
     address = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
     if not address:
-        raise RuntimeError(f"no native code for {kernel.__name__}{signature}")
+        raise RuntimeError(f"no native code for {result.fndesc.qualname}")
     return int(address)
+
+
+#: :func:`lead`'s one signature: the board, then addresses and counts.
+LEAD_SIGNATURE = (types.Array(types.int64, 1, "C"), *(types.int64,) * 5)
+
+
+def native_address(kernel, x, out, args) -> int:
+    """The address of ``kernel`` compiled (or loaded from the cache) for C-contiguous arrays like
+    ``x`` and ``out``, int64 bounds and ``args``: what the pieces of a job call."""
+    return _address(compiled(kernel, _signature(x, out, args)))
+
+
+def piece_address(x, out, args) -> int:
+    """The address of the piece function for jobs whose ``x``, ``out`` and ``args`` have these
+    types (as :func:`lead` is called with them: ``x`` read-only), compiled or loaded once."""
+    from numba import typeof
+
+    job_type = types.Tuple((typeof(x), typeof(out), typeof(args)))
+    key = hashlib.sha256(str(job_type).encode()).hexdigest()[:16]
+    piece = _PIECES.get(key)
+    if piece is None:
+        piece = _PIECES[key] = _piece_kernel(job_type, key)
+    return _address(compiled(piece, _PIECE_ARGS))
+
+
+_PIECES: dict[str, object] = {}
