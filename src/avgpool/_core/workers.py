@@ -180,7 +180,7 @@ class _Crew:
         return pool, address, piece
 
     def forget(self) -> None:
-        """Forget every registered pool (helpers serving one go back to sleep after their spin)."""
+        """Forget every registered pool: its tables, addresses and stash entry point."""
         self.pools.clear()
         self.ids.clear()
         self.stashes.clear()
@@ -225,14 +225,14 @@ class _Crew:
             if stash is not None and x.flags.c_contiguous and out.flags.c_contiguous:
                 # the entry point stash was compiled to for this pool's types (x read-only: the
                 # same machine code for a writable x)
-                stash(self.job, x, out, args)
+                stash(x, out, self.job, args)
             else:
                 # the kernels only read x: typed read-only always, stash and the kernel's address
                 # are the same for a writable input and a read-only one (a memory map, avgpool
                 # pool's input), and one compiled kernel serves both
                 x = _read_only(x)
-                self.compiled.stash(self.job, x, out, *args)
-                self._remember_stash(pool, (self.job, x, out, args))
+                self.compiled.stash(x, out, self.job, *args)
+                self._remember_stash(pool, (x, out, self.job, args))
             return self.lead(self.board, self.job_address, piece, address, items, pieces)
         finally:
             if self.held > self.max_held:  # a pool too large to keep: its job is finished
@@ -244,7 +244,7 @@ class _Crew:
         ``pool``, called with ``arguments`` (its key: their types, the star arguments as one tuple)."""
         from numba import typeof
 
-        x, out = arguments[1], arguments[2]
+        x, out = arguments[0], arguments[1]
         if pool in self.pools and x.flags.c_contiguous and out.flags.c_contiguous:
             key = tuple(typeof(v) for v in arguments)
             overload = self.compiled.stash.overloads.get(key)

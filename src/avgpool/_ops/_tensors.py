@@ -114,7 +114,7 @@ def _from_dlpack(x: Any, name: str) -> tuple[np.ndarray, Callable[[np.ndarray], 
 def _through_array_protocol(x: Any) -> np.ndarray | None:
     """A DLPack array of a dtype numpy's DLPack does not read (bfloat16: a jax Array) through
     ``__array__``, which jax answers with its own memory (read-only, no copy); None if that
-    does not give a bfloat16 array either (tests/test_tensors.py test_jax_arrays)."""
+    does not give a bfloat16 array either (tests/test_jax.py)."""
     if not hasattr(type(x), "__array__"):
         return None
     try:

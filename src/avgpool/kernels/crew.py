@@ -365,9 +365,10 @@ def lead(board, job, piece, kernel, items, pieces):
 
 
 @kernel(**COMPUTE)
-def stash(job, x, out, *args):
+def stash(x, out, job, *args):
     """Copy a job's arguments into the bytes ``job`` (what :func:`lead` posts): the one function
-    compiled per argument types, with the job's piece function."""
+    compiled per argument types, with the job's piece function. (``x`` first: the compile notice
+    names the dtype of a kernel's first data array, jit._data_type.)"""
     _stash(job, (x, out, args))
 
 
@@ -389,6 +390,10 @@ def serve(board, rounds, cpu_set):
         _idle(idle)
         idle += 1
     return 0
+
+
+#: The piece functions made so far, by a hash of their job type.
+_PIECES: dict[str, object] = {}
 
 
 def _piece_kernel(job_type, key: str):
@@ -443,7 +448,7 @@ def native_address(kernel, x, out, args) -> int:
 
 def piece_address(x, out, args) -> int:
     """The address of the piece function for jobs whose ``x``, ``out`` and ``args`` have these
-    types (as :func:`lead` is called with them: ``x`` read-only), compiled or loaded once."""
+    types (as :func:`stash` is called with them: ``x`` read-only), compiled or loaded once."""
     from numba import typeof
 
     job_type = types.Tuple((typeof(x), typeof(out), typeof(args)))
@@ -452,6 +457,3 @@ def piece_address(x, out, args) -> int:
     if piece is None:
         piece = _PIECES[key] = _piece_kernel(job_type, key)
     return _address(compiled(piece, _PIECE_ARGS))
-
-
-_PIECES: dict[str, object] = {}

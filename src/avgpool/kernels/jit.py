@@ -337,7 +337,7 @@ class _CompileLog(event.Listener):
 
 def _data_type(args: Any) -> str:
     """What a kernel is being compiled for, in a user's words: the dtype of its first data array
-    (the threads' wait loops take their int64 job board first, then the data)."""
+    (the threads' job board, int64, is not data)."""
     # arrays only: an empty star-args tuple has a "dtype" too, the empty union
     dtypes = [str(arg.dtype) for arg in args if isinstance(arg, types.Array)]
     data = [d for d in dtypes if d != "int64"] or dtypes
